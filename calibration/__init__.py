@@ -1,0 +1,1 @@
+"""Calibration: fitting model parameters to real Modal runs and reference measurements."""

@@ -1,0 +1,1 @@
+"""Experiments: run, sweep, bench, and the scenario presets (experiments/scenarios/)."""

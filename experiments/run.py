@@ -1,0 +1,74 @@
+"""Run one scenario: ``python -m experiments.run SCENARIO [--set KEY=VALUE]... [--seed N] [--json]``.
+
+SCENARIO is a preset name (experiments/scenarios/NAME.toml) or a path to a TOML file. ``--params FILE`` overlays
+a parameter file (e.g. one written by ``calibration.fit``) before the ``--set`` overrides.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from experiments.cli import ArgParser, load_scenario, main_guard
+from models import loadtest
+from sim.scenario import to_dict
+
+HEADLINE = [
+    "calls_per_s",
+    "ideal_calls_per_s",
+    "first_n_back_s",
+    "added_latency_p50_s",
+    "added_latency_p99_s",
+    "containers_peak",
+    "errors",
+    "errors_by_kind",
+    "wall_s",
+]
+
+
+def parser() -> ArgParser:
+    p = ArgParser(prog="python -m experiments.run", description=__doc__.splitlines()[0])
+    p.add_argument("scenario", help="preset name or path to a scenario TOML file")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario key (repeatable), e.g. --set clients.count=64",
+    )
+    p.add_argument(
+        "--params",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a parameter TOML file overlaid on the scenario (repeatable)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--json", action="store_true", help="print one JSON object of metrics on stdout")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.seed < 0:
+        parser().error(f"--seed: must be >= 0, got {args.seed}")
+
+    def go() -> int:
+        sc = load_scenario(args.scenario, args.sets, args.params)
+        metrics = loadtest.run(sc, seed=args.seed)
+        out = {**metrics, "seed": args.seed, "scenario": to_dict(sc)}
+        if args.json:
+            print(json.dumps(out))
+        else:
+            print(f"{sc.name or args.scenario} (approach {sc.approach}, seed {args.seed})")
+            for k in HEADLINE:
+                v = metrics.get(k)
+                print(f"  {k:22s} {v:.4g}" if isinstance(v, float) else f"  {k:22s} {v}")
+        return 0
+
+    return main_guard("experiments.run", go)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

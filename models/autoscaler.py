@@ -1,0 +1,151 @@
+"""Containers and the autoscaler that adds and removes them (domain.md §1 "Autoscaler"; docs guide/scale).
+
+Every ``interval_s`` the autoscaler compares the containers it has (starting or ready) with the number its owner
+wants (a Function: inputs in the system ÷ target_inputs; an HTTP server: recent concurrency ÷ target_concurrency),
+plus ``buffer_containers``, within [min_containers, max_containers]. It adds at most ``scaleup_step`` containers per
+decision; each becomes ready after a cold start drawn from ``cold_start``. A container idle for longer than
+``scaledown_window_s`` is removed at the next decision while the pool is above what is wanted.
+
+Left out: the early shrink of a well over-provisioned pool, placement on workers (§2) and the phases of a cold
+start (§3: models/coldstart, later).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sim.dists import Dist, LogNormal
+from sim.engine import Sim
+from sim.rng import Streams
+from sim.scenario import param
+
+
+@dataclass(frozen=True)
+class AutoscalerParams:
+    interval_s: float = param(
+        2.0,
+        gt=0,
+        source="assumption, fitted to the reference load test (calibration/fit.py)",
+        doc="time between scaling decisions",
+    )
+    scaleup_step: int = param(
+        2,
+        ge=1,
+        source="assumption, fitted to the reference load test (calibration/fit.py)",
+        doc="most containers added per decision per Function",
+    )
+    cold_start: Dist = param(
+        LogNormal(1.5, 0.3),
+        source="domain.md §1 'boot in about one second'; median fitted to the reference load test",
+        doc="container start to ready, for a program that imports nothing heavy",
+    )
+    min_containers: int = param(0, ge=0, source="domain.md §1 (Modal default 0)")
+    max_containers: int = param(0, ge=0, source="domain.md §1 (Modal default unlimited; 0 = no cap)")
+    buffer_containers: int = param(0, ge=0, source="domain.md §1 (Modal default 0)")
+    scaledown_window_s: float = param(60.0, ge=2, le=1200, source="domain.md §1 (default 60 s, 2 s .. 20 min)")
+
+    def __post_init__(self) -> None:
+        if self.max_containers and self.min_containers > self.max_containers:
+            raise ValueError("min_containers: must be <= max_containers")
+
+
+class Container:
+    __slots__ = ("id", "idle_since", "listed", "retired", "running")
+
+    def __init__(self, cid: int, now: float) -> None:
+        self.id = cid
+        self.running = 0  # inputs (or requests) in progress
+        self.idle_since = now
+        self.retired = False
+        self.listed = False  # in its owner's list of containers with spare capacity
+
+
+class ContainerPool:
+    """The containers of one Function (or one web server), scaled by the autoscaler."""
+
+    def __init__(
+        self,
+        sim: Sim,
+        params: AutoscalerParams,
+        streams: Streams,
+        name: str,
+        wanted: Callable[[], int],
+        on_ready: Callable[[Container], None],
+        fixed: int = 0,
+    ) -> None:
+        self.sim = sim
+        self.p = params
+        self.wanted = wanted
+        self.on_ready = on_ready
+        self.ready: list[Container] = []
+        self.starting = 0
+        self.peak = 0
+        self.cold_starts = 0
+        self._ids = 0
+        self._cold_start = params.cold_start.sampler(streams.get(f"cold_start/{name}"))
+        if fixed:  # an always-warm pool of `fixed` containers, no autoscaling (the mmc preset)
+            for _ in range(fixed):
+                self._ready(None)
+        else:
+            sim.env.process(self._decide_loop())
+
+    @property
+    def size(self) -> int:
+        return len(self.ready) + self.starting
+
+    def launch(self, n: int) -> None:
+        """Start ``n`` containers now; each is ready after its cold start."""
+        for _ in range(n):
+            self.starting += 1
+            self.cold_starts += 1
+            self.sim.call_in(self._cold_start(), self._ready)
+        self.peak = max(self.peak, self.size)
+
+    def scale_from_zero(self) -> None:
+        """Work arrived at an empty pool: decide now rather than at the next tick (the first input or
+        request triggers a cold start, domain.md §1)."""
+        if self.size == 0:
+            self.decide()
+
+    def _ready(self, _event: object) -> None:
+        if _event is not None:
+            self.starting -= 1
+        c = Container(self._ids, self.sim.now)
+        self._ids += 1
+        self.ready.append(c)
+        self.peak = max(self.peak, self.size)
+        self.on_ready(c)
+
+    def decide(self) -> None:
+        """One scaling decision."""
+        p = self.p
+        want = self.wanted()
+        if want > 0:
+            want += p.buffer_containers
+        want = max(want, p.min_containers)
+        if p.max_containers:
+            want = min(want, p.max_containers)
+        if want > self.size:
+            self.launch(min(p.scaleup_step, want - self.size))
+        elif want < self.size:
+            excess = self.size - want
+            cutoff = self.sim.now - p.scaledown_window_s
+            keep = []
+            for c in self.ready:
+                if excess and c.running == 0 and c.idle_since <= cutoff:
+                    c.retired = True
+                    excess -= 1
+                else:
+                    keep.append(c)
+            self.ready = keep
+
+    def _decide_loop(self):  # a process: one decision per interval is a slow control loop
+        while True:
+            self.decide()
+            yield self.sim.env.timeout(self.p.interval_s)
+
+
+def containers_for(load: float, per_container: int) -> int:
+    return math.ceil(load / per_container) if load > 0 else 0

@@ -1,0 +1,221 @@
+"""A Modal Function's input plane (domain.md §1, "A Modal Function's input plane").
+
+An input is first *accepted* into the Function's queue, then *started* on a container; the two have separate
+limits, both per Function:
+
+- accept: a token bucket (rate, burst) per call style, and caps on *pending* inputs (accepted, not started) and,
+  for synchronous calls, on inputs in the system (pending + running). Past a limit the call is rejected with a
+  kind: ``rate_limited`` or ``queue_full``.
+- start: a token bucket of inputs started per second per Function. Modal does not document it ("spawned inputs
+  start more slowly than they are accepted"); its rate and burst are calibration parameters.
+- containers run up to ``max_inputs`` inputs at once (``@modal.concurrent``); inputs go to a container below
+  ``target_inputs`` first and burst up to ``max_inputs`` only when every container is at its target. The
+  autoscaler (models/autoscaler.py) sizes the pool to inputs in the system ÷ target_inputs.
+
+Left out: input timeouts and retries of failed inputs on the server side, the 2-minute cancel of a sync call
+whose caller left, result retention of spawned calls, and regions.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from models.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
+from sim.engine import Callback, Sim
+from sim.limiter import TokenBucket
+from sim.records import CallLog
+from sim.rng import Streams
+from sim.scenario import param
+
+SYNC, ASYNC = 0, 1  # call styles: .remote/.map/.starmap vs .spawn/.spawn_map
+
+
+@dataclass(frozen=True)
+class LimitParams:
+    enabled: bool = param(True, doc="false: no accept or start limits (the mmc preset)")
+    sync_accept_rate: float = param(200.0, gt=0, source="domain.md §1 limits table (.remote, .map: 200 inputs/s)")
+    sync_accept_burst: float = param(
+        1000.0,
+        ge=1,
+        source="assumption: at least the 1,000 calls one copy accepted at once without error in "
+        "the reference load test (domain.md §1)",
+    )
+    sync_pending_cap: int = param(2000, ge=0, source="domain.md §1 limits table (2,000 queued)")
+    sync_in_system_cap: int = param(25000, ge=0, source="domain.md §1 limits table (25,000 queued + running)")
+    async_accept_rate: float = param(1500.0, gt=0, source="domain.md §1 limits table (.spawn: 1,500 inputs/s)")
+    async_accept_burst: float = param(
+        8000.0,
+        ge=1,
+        source="assumption: at least the 8,000 spawns accepted at once without error in the "
+        "reference load test (domain.md §1)",
+    )
+    async_pending_cap: int = param(1_000_000, ge=0, source="domain.md §1 limits table (1,000,000 queued)")
+    start_rate: float = param(
+        1000.0,
+        gt=0,
+        source="undocumented (domain.md §1); fitted to the reference load test (calibration/fit.py)",
+        doc="inputs started per second per Function",
+    )
+    start_burst: float = param(
+        500.0, ge=1, source="undocumented; assumption, fitted to the reference load test (calibration/fit.py)"
+    )
+
+
+@dataclass(frozen=True)
+class FunctionParams:
+    max_inputs: int = param(1, ge=1, source="@modal.concurrent(max_inputs=N) (domain.md §1; Modal default 1)")
+    target_inputs: int = param(0, ge=0, source="@modal.concurrent(target_inputs=T); 0 = max_inputs (Modal default)")
+    containers: int = param(0, ge=0, doc="> 0: a fixed pool of always-warm containers, no autoscaling (mmc)")
+    copies: int = param(1, ge=1, doc="deployed app copies of the Function; caller i uses copy i mod copies")
+
+    def __post_init__(self) -> None:
+        if self.target_inputs > self.max_inputs:
+            raise ValueError("target_inputs: must be <= max_inputs")
+
+    @property
+    def target(self) -> int:
+        return self.target_inputs or self.max_inputs
+
+
+class Function:
+    """One deployed Function: limits, pending queue, containers. Callers use ``submit``; the Function calls
+    ``on_done(call)`` when a started input finishes."""
+
+    def __init__(
+        self,
+        sim: Sim,
+        name: str,
+        fp: FunctionParams,
+        limits: LimitParams,
+        ap: AutoscalerParams,
+        streams: Streams,
+        log: CallLog,
+        on_done: Callable[[int], None],
+    ) -> None:
+        self.sim = sim
+        self.fp = fp
+        self.log = log
+        self.on_done = on_done
+        self.pending: deque[tuple[int, int]] = deque()  # (call, style)
+        self.n_pending = [0, 0]
+        self.n_running = [0, 0]
+        self.started = 0
+        self.completed = 0
+        if limits.enabled:
+            self.accept = [
+                TokenBucket(limits.sync_accept_rate, limits.sync_accept_burst),
+                TokenBucket(limits.async_accept_rate, limits.async_accept_burst),
+            ]
+            self.pending_cap = [limits.sync_pending_cap, limits.async_pending_cap]
+            self.in_system_cap = limits.sync_in_system_cap
+            self.start_bucket: TokenBucket | None = TokenBucket(limits.start_rate, limits.start_burst)
+        else:
+            self.accept = None
+            self.start_bucket = None
+        self._wake_pending = False
+        self._spare: list[Container] = []  # containers below target_inputs (a stack; retired ones skipped)
+        self._target = fp.target
+        self._max = fp.max_inputs
+        # time-average of inputs in the system (pending + running), for Little's law
+        self._in_system = 0
+        self._area = 0.0
+        self._t_area = 0.0
+        self.pool = ContainerPool(sim, ap, streams, name, self._wanted, self._container_ready, fixed=fp.containers)
+
+    # --- accepting -------------------------------------------------------------------------------------------
+    def submit(self, call: int, style: int = SYNC) -> str | None:
+        """Offer an input; return None if accepted, else the rejection kind."""
+        now = self.sim.now
+        if self.accept is not None:
+            if style == SYNC and self.n_pending[SYNC] + self.n_running[SYNC] >= self.in_system_cap:
+                return "queue_full"
+            if self.n_pending[style] >= self.pending_cap[style]:
+                return "queue_full"
+            if not self.accept[style].try_take(now):
+                return "rate_limited"
+        self._count(1)
+        self.pending.append((call, style))
+        self.n_pending[style] += 1
+        if self.pool.size == 0:
+            self.pool.scale_from_zero()
+        self._start_pending()
+        return None
+
+    # --- starting --------------------------------------------------------------------------------------------
+    def _container(self) -> Container | None:
+        """A container with room: below target first, else any below max_inputs (a burst)."""
+        spare = self._spare
+        while spare:
+            c = spare[-1]
+            if c.retired or c.running >= self._target:
+                spare.pop()
+                c.listed = False
+                continue
+            return c
+        if self._max > self._target:
+            for c in self.pool.ready:
+                if c.running < self._max:
+                    return c
+        return None
+
+    def _start_pending(self) -> None:
+        now = self.sim.now
+        pending = self.pending
+        while pending:
+            c = self._container()
+            if c is None:
+                return  # the autoscaler adds capacity
+            bucket = self.start_bucket
+            if bucket is not None and not bucket.try_take(now):
+                if not self._wake_pending:
+                    self._wake_pending = True
+                    self.sim.call_in(bucket.next_token_in(now), self._wake)
+                return
+            call, style = pending.popleft()
+            self.n_pending[style] -= 1
+            self.n_running[style] += 1
+            c.running += 1
+            self.started += 1
+            self.log.started[call] = now
+            self.sim.call_in(self.log.work[call], self._finish, (call, style, c))
+
+    def _wake(self, _event: Callback) -> None:
+        self._wake_pending = False
+        self._start_pending()
+
+    def _finish(self, event: Callback) -> None:
+        call, style, c = event.arg
+        self.n_running[style] -= 1
+        self.completed += 1
+        self._count(-1)
+        c.running -= 1
+        if c.running == 0:
+            c.idle_since = self.sim.now
+        if not c.listed and c.running < self._target and not c.retired:
+            c.listed = True
+            self._spare.append(c)
+        self.on_done(call)
+        self._start_pending()
+
+    # --- autoscaling -----------------------------------------------------------------------------------------
+    def _wanted(self) -> int:
+        return containers_for(self._in_system, self._target)
+
+    def _container_ready(self, c: Container) -> None:
+        c.listed = True
+        self._spare.append(c)
+        self._start_pending()
+
+    # --- accounting ------------------------------------------------------------------------------------------
+    def _count(self, delta: int) -> None:
+        now = self.sim.now
+        self._area += self._in_system * (now - self._t_area)
+        self._t_area = now
+        self._in_system += delta
+
+    def in_system_mean(self, until: float) -> float:
+        """Time-average of inputs in the system over [0, until]."""
+        area = self._area + self._in_system * (until - self._t_area)
+        return area / until if until > 0 else 0.0

@@ -1,0 +1,103 @@
+"""A Function served as a web app behind Modal's HTTP proxy (domain.md §1, way 4: "server").
+
+Requests bypass the input queue, so no accept or start limit applies. The proxy sends a request to the ready
+container with the fewest requests in progress, if it has fewer than ``max_concurrency``; with no ready container
+it answers 503 (and a request reaching an empty pool triggers a cold start); when every ready container is at
+``max_concurrency`` it answers 429. The autoscaler aims at ``target_concurrency`` requests per container, taking
+the peak concurrency seen over ``scaleup_window_s`` (requests answered 503 count as demand). Serialization,
+retries and timeouts are the client's (models/clients.py).
+
+Left out: proxy authentication (Modal-Key/Modal-Secret), HTTP keep-alive and TLS costs, request bodies.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from models.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
+from sim.engine import Callback, Sim
+from sim.records import CallLog
+from sim.rng import Streams
+from sim.scenario import param
+
+
+@dataclass(frozen=True)
+class ServerParams:
+    target_concurrency: int = param(
+        1000, ge=1, source="@app.server(target_concurrency=1000) in the reference load test (domain.md §1)"
+    )
+    max_concurrency: int = param(0, ge=0, source="domain.md §1; 0 = no cap (not set in the reference test)")
+    scaleup_window_s: float = param(
+        10.0, gt=0, source="assumption: the proxy's scale-up window is not given in domain.md"
+    )
+    proxy_latency_s: float = param(
+        0.005, ge=0, source="assumption: one in-region proxy hop (the reference ran in us-east)"
+    )
+
+
+class Proxy:
+    """The HTTP proxy and the web server's containers. ``submit`` returns None or "http_503"/"http_429"."""
+
+    def __init__(
+        self,
+        sim: Sim,
+        name: str,
+        sp: ServerParams,
+        ap: AutoscalerParams,
+        streams: Streams,
+        log: CallLog,
+        on_done: Callable[[int], None],
+    ) -> None:
+        self.sim = sim
+        self.sp = sp
+        self.log = log
+        self.on_done = on_done
+        self.active = 0
+        self.completed = 0
+        self._peak_since_decision = 0
+        self._peaks: deque[tuple[float, int]] = deque()
+        self.pool = ContainerPool(sim, ap, streams, name, self._wanted, self._container_ready)
+
+    def submit(self, call: int, style: int = 0) -> str | None:
+        ready = self.pool.ready
+        if not ready:
+            self._peak_since_decision = max(self._peak_since_decision, self.active + 1)
+            self.pool.scale_from_zero()
+            return "http_503"
+        c = min(ready, key=_running)
+        if self.sp.max_concurrency and c.running >= self.sp.max_concurrency:
+            return "http_429"
+        c.running += 1
+        self.active += 1
+        self._peak_since_decision = max(self._peak_since_decision, self.active)
+        now = self.sim.now
+        self.log.started[call] = now + self.sp.proxy_latency_s
+        self.sim.call_in(self.log.work[call] + 2 * self.sp.proxy_latency_s, self._finish, (call, c))
+        return None
+
+    def _finish(self, event: Callback) -> None:
+        call, c = event.arg
+        c.running -= 1
+        if c.running == 0:
+            c.idle_since = self.sim.now
+        self.active -= 1
+        self.completed += 1
+        self.on_done(call)
+
+    def _wanted(self) -> int:
+        now = self.sim.now
+        self._peaks.append((now, self._peak_since_decision))
+        self._peak_since_decision = self.active
+        while self._peaks and self._peaks[0][0] < now - self.sp.scaleup_window_s:
+            self._peaks.popleft()
+        peak = max(p for _, p in self._peaks)
+        return containers_for(peak, self.sp.target_concurrency)
+
+    def _container_ready(self, c: Container) -> None:
+        pass  # the proxy looks at the ready list on each request
+
+
+def _running(c: Container) -> int:
+    return c.running

@@ -1,0 +1,1 @@
+"""Engine layer over SimPy: random streams, distributions, limiters, records, scenarios."""

@@ -1,0 +1,127 @@
+"""Per-call records in columnar form, and the one function that summarises them into metrics.
+
+One row per input (a call, or a batched chunk of ``items`` calls). Columns are plain lists while the run
+appends to them and become numpy arrays in ``arrays()``; ``summarize`` turns them into the flat metrics of
+interfaces.md ("Metrics").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+NAN = float("nan")
+
+
+class CallLog:
+    """Columns of per-input records; an input's id is its row."""
+
+    def __init__(self) -> None:
+        self.client: list[int] = []
+        self.items: list[int] = []
+        self.work: list[float] = []  # the input's own work (a chunk's slowest item)
+        self.initial: list[bool] = []  # one of the calls in flight at the start
+        self.issued: list[float] = []  # first attempt
+        self.started: list[float] = []  # start on a container
+        self.finished: list[float] = []  # back at the caller, success or final failure
+        self.kind: list[str] = []  # "" for success, else the rejection or failure kind
+        self.attempts: list[int] = []
+
+    def new(self, client: int, now: float, work: float, items: int = 1, initial: bool = False) -> int:
+        self.client.append(client)
+        self.items.append(items)
+        self.work.append(work)
+        self.initial.append(initial)
+        self.issued.append(now)
+        self.started.append(NAN)
+        self.finished.append(NAN)
+        self.kind.append("")
+        self.attempts.append(1)
+        return len(self.issued) - 1
+
+    def __len__(self) -> int:
+        return len(self.issued)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {
+            "client": np.asarray(self.client, dtype=np.int64),
+            "items": np.asarray(self.items, dtype=np.int64),
+            "work": np.asarray(self.work, dtype=float),
+            "initial": np.asarray(self.initial, dtype=bool),
+            "issued": np.asarray(self.issued, dtype=float),
+            "started": np.asarray(self.started, dtype=float),
+            "finished": np.asarray(self.finished, dtype=float),
+            "kind": np.asarray(self.kind, dtype=object),
+            "attempts": np.asarray(self.attempts, dtype=np.int64),
+        }
+
+
+@dataclass(frozen=True)
+class Window:
+    """The measurement window: calls are counted over [start, end)."""
+
+    start: float
+    end: float
+
+
+def batch_means_ci95(x: np.ndarray, batches: int = 20) -> float:
+    """Half-width of the 95% CI of the mean of a (correlated, time-ordered) series by batch means."""
+    n = len(x) // batches
+    if n < 2:
+        return NAN
+    means = x[: n * batches].reshape(batches, n).mean(axis=1)
+    return float(stats.t.ppf(0.975, batches - 1) * means.std(ddof=1) / math.sqrt(batches))
+
+
+def _pct(x: np.ndarray, q: float) -> float | None:
+    return float(np.percentile(x, q)) if len(x) else None
+
+
+def _num(v: float) -> float | None:
+    """JSON has no NaN: an undefined figure is null."""
+    return None if v is None or not math.isfinite(v) else float(v)
+
+
+def summarize(log: CallLog, window: Window) -> dict:
+    """The call metrics of interfaces.md from the records of one run."""
+    a = log.arrays()
+    ok = a["kind"] == ""
+    done = ~np.isnan(a["finished"])
+    in_window = done & (a["finished"] >= window.start) & (a["finished"] < window.end)
+    issued_in_window = (a["issued"] >= window.start) & (a["issued"] < window.end)
+
+    calls = int(a["items"][ok & in_window].sum())
+    initial = a["initial"]
+    first_back = float(a["finished"][initial].max()) if initial.any() and done[initial].all() else NAN
+
+    served = ok & done & issued_in_window
+    added = a["finished"][served] - a["issued"][served] - a["work"][served]
+    started = ~np.isnan(a["started"]) & issued_in_window
+    order = np.argsort(a["issued"][started], kind="stable")
+    waits = (a["started"][started] - a["issued"][started])[order]
+
+    failed = done & ~ok
+    errors_by_kind: dict[str, int] = {}
+    for kind, items in zip(a["kind"][failed], a["items"][failed], strict=True):
+        errors_by_kind[kind] = errors_by_kind.get(kind, 0) + int(items)
+
+    return {
+        "calls": calls,
+        "calls_per_s": calls / (window.end - window.start),
+        "first_n_back_s": _num(first_back),
+        "added_latency_p50_s": _pct(added, 50),
+        "added_latency_p90_s": _pct(added, 90),
+        "added_latency_p99_s": _pct(added, 99),
+        "errors": int(a["items"][failed].sum()),
+        "errors_by_kind": dict(sorted(errors_by_kind.items())),
+        "retries": int((a["attempts"] - 1).sum()),
+        "wait_mean_s": _num(float(waits.mean())) if len(waits) else None,
+        "wait_mean_ci95_s": _num(batch_means_ci95(waits)),
+        "inputs": len(log),
+        "calls_issued": int(a["items"].sum()),
+        "calls_completed": int(a["items"][ok & done].sum()),
+        "calls_in_flight": int(a["items"][~done].sum()),
+    }

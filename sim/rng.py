@@ -1,0 +1,33 @@
+"""Named random streams from one seed.
+
+One ``numpy.random.SeedSequence`` per run; each mechanism (arrivals, work, cold start, ...) draws from its
+own stream, keyed by the stream's name rather than by creation order. A stream's numbers therefore depend
+only on (seed, name): the same point gives the same numbers in any process, and two sweep points that differ
+in one parameter still share their work and arrival draws (common random numbers).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+
+class Streams:
+    """The random streams of one run, created on first use by name."""
+
+    def __init__(self, seed: int) -> None:
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        self.seed = seed
+        self._streams: dict[str, np.random.Generator] = {}
+
+    def get(self, name: str) -> np.random.Generator:
+        """The generator of stream ``name`` (the same object on every call)."""
+        gen = self._streams.get(name)
+        if gen is None:
+            # crc32 is stable across processes and machines, unlike hash().
+            key = zlib.crc32(name.encode())
+            gen = np.random.Generator(np.random.PCG64(np.random.SeedSequence(self.seed, spawn_key=(key,))))
+            self._streams[name] = gen
+        return gen

@@ -1,0 +1,197 @@
+"""Scenarios: TOML files with dotted keys, ``--set`` overrides, validated into frozen dataclasses.
+
+A scenario's schema is a tree of frozen dataclasses (one per mechanism, defined next to the model that uses it).
+Fields carry their range and source in ``param(...)`` metadata. ``build`` walks the tree, so that an unknown key,
+a wrongly typed value or an out-of-range value raises ``ScenarioError`` naming the dotted key: nothing else in the
+project reads raw dicts, and a mistyped key can never silently fall back to a default (house-style.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+import typing
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+from sim.dists import Dist, DistError, parse_dist
+
+
+class ScenarioError(ValueError):
+    """Bad scenario input; the message is one line naming the key or file."""
+
+
+def param(
+    default: Any,
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    source: str = "",
+    doc: str = "",
+) -> Any:
+    """A schema field: default, bounds, and where its value comes from (domain.md section or 'assumption')."""
+    meta = {"ge": ge, "gt": gt, "le": le, "source": source, "doc": doc}
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: default, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def section(cls: type) -> Any:
+    """A nested schema section with its own defaults."""
+    return dataclasses.field(default_factory=cls)
+
+
+def parse_value(text: str) -> Any:
+    """A ``--set`` value: a TOML literal if it parses as one (1, 2.5, true, [1, 2]), else the raw string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def set_dotted(tree: dict, key: str, value: Any) -> None:
+    """Set ``a.b.c = value`` in a nested dict, creating sections."""
+    parts = key.split(".")
+    if not all(parts):
+        raise ScenarioError(f"{key}: malformed key")
+    node = tree
+    for p in parts[:-1]:
+        nxt = node.setdefault(p, {})
+        if not isinstance(nxt, dict):
+            raise ScenarioError(f"{key}: {p} is a value, not a section")
+        node = nxt
+    node[parts[-1]] = value
+
+
+def merge(base: dict, over: dict) -> dict:
+    """Deep merge: sections merge, values in ``over`` replace those in ``base``."""
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def read_toml(path: Path) -> dict:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{path}: malformed TOML: {e}") from None
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+
+
+def build(cls: type, data: dict, prefix: str = "", base_dir: Path | None = None) -> Any:
+    """Validate ``data`` into an instance of dataclass ``cls``; errors name the dotted key."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{prefix.rstrip('.') or 'scenario'}: expected a section (table), got {data!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in fields:
+            known = ", ".join(sorted(fields))
+            raise ScenarioError(f"{prefix}{key}: unknown key (known here: {known})")
+    kwargs = {}
+    for name, f in fields.items():
+        if name not in data:
+            continue
+        kwargs[name] = _coerce(hints[name], data[name], f, prefix + name, base_dir)
+    try:
+        obj = cls(**kwargs)
+    except (ValueError, TypeError) as e:  # cross-field checks in __post_init__ name their keys
+        raise ScenarioError(f"{prefix}{e}") from None
+    return obj
+
+
+def _coerce(tp: Any, value: Any, f: dataclasses.Field, key: str, base_dir: Path | None) -> Any:
+    if tp is Dist:  # before the dataclass check: distributions are (frozen) dataclasses too
+        try:
+            return parse_dist(value, base_dir)
+        except DistError as e:
+            raise ScenarioError(f"{key}: {e}") from None
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, key + ".", base_dir)
+    if get_origin(tp) is Literal:
+        choices = get_args(tp)
+        if value not in choices:
+            raise ScenarioError(f"{key}: must be one of {', '.join(map(str, choices))}; got {value!r}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ScenarioError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ScenarioError(f"{key}: expected a string, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ScenarioError(f"{key}: expected an integer, got {value!r}")
+    elif tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ScenarioError(f"{key}: expected a number, got {value!r}")
+        value = float(value)
+        if math.isnan(value):
+            raise ScenarioError(f"{key}: expected a number, got nan")
+    else:
+        raise TypeError(f"schema type {tp!r} of {key} is not supported")
+    m = f.metadata
+    if m.get("ge") is not None and not value >= m["ge"]:
+        raise ScenarioError(f"{key}: must be >= {m['ge']:g}, got {value!r}")
+    if m.get("gt") is not None and not value > m["gt"]:
+        raise ScenarioError(f"{key}: must be > {m['gt']:g}, got {value!r}")
+    if m.get("le") is not None and not value <= m["le"]:
+        raise ScenarioError(f"{key}: must be <= {m['le']:g}, got {value!r}")
+    return value
+
+
+def to_dict(obj: Any) -> Any:
+    """A scenario as plain data (distributions as their strings), for JSON output and results tables."""
+    if isinstance(obj, Dist):
+        return str(obj)
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Dist):
+        return str(obj)
+    return obj
+
+
+def flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a.b': 1}"""
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+PRESETS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
+
+
+def resolve(scenario: str, sets: list[str] = (), params_files: list[str] = ()) -> tuple[dict, Path | None]:
+    """The raw scenario tree: a preset name or TOML path, then parameter files, then ``--set`` overrides."""
+    path = Path(scenario)
+    if scenario.endswith(".toml") or path.exists():
+        tree, base = read_toml(path), path.parent
+    elif (PRESETS / f"{scenario}.toml").exists():
+        tree, base = read_toml(PRESETS / f"{scenario}.toml"), PRESETS
+    else:
+        names = ", ".join(sorted(p.stem for p in PRESETS.glob("*.toml")))
+        raise ScenarioError(f"{scenario}: unknown preset and no such file (presets: {names})")
+    for pf in params_files:
+        tree = merge(tree, read_toml(Path(pf)))
+    for s in sets:
+        if "=" not in s:
+            raise ScenarioError(f"--set {s}: expected KEY=VALUE")
+        key, text = s.split("=", 1)
+        set_dotted(tree, key.strip(), parse_value(text.strip()))
+    return tree, base
