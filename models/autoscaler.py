@@ -1,10 +1,11 @@
 """Containers and the autoscaler that adds and removes them (domain.md §1 "Autoscaler"; docs guide/scale).
 
-Every ``interval_s`` the autoscaler compares the containers it has (starting or ready) with the number its owner
-wants (a Function: inputs in the system ÷ target_inputs; an HTTP server: recent concurrency ÷ target_concurrency),
-plus ``buffer_containers``, within [min_containers, max_containers]. It adds at most ``scaleup_step`` containers per
-decision; each becomes ready after a cold start drawn from ``cold_start``. A container idle for longer than
-``scaledown_window_s`` is removed at the next decision while the pool is above what is wanted.
+Every ``interval_s`` (at a random phase) the autoscaler compares the containers it has (starting or ready) with
+the number its owner wants (a Function: inputs in the system ÷ target_inputs; an HTTP server: recent
+concurrency ÷ target_concurrency), plus ``buffer_containers``, within [min_containers, max_containers]. It adds
+at most ``scaleup_step`` containers per decision; each becomes ready after a cold start drawn from
+``cold_start``. A container idle for longer than ``scaledown_window_s`` is removed at the next decision while the
+pool is above what is wanted.
 
 Left out: the early shrink of a well over-provisioned pool, placement on workers (§2) and the phases of a cold
 start (§3: models/coldstart, later).
@@ -25,19 +26,19 @@ from sim.scenario import param
 @dataclass(frozen=True)
 class AutoscalerParams:
     interval_s: float = param(
-        2.0,
+        4.71,
         gt=0,
         source="assumption, fitted to the reference load test (calibration/fit.py)",
         doc="time between scaling decisions",
     )
     scaleup_step: int = param(
-        2,
+        1,
         ge=1,
         source="assumption, fitted to the reference load test (calibration/fit.py)",
         doc="most containers added per decision per Function",
     )
     cold_start: Dist = param(
-        LogNormal(1.5, 0.3),
+        LogNormal(1.54, 0.3),
         source="domain.md §1 'boot in about one second'; median fitted to the reference load test",
         doc="container start to ready, for a program that imports nothing heavy",
     )
@@ -85,9 +86,11 @@ class ContainerPool:
         self.cold_starts = 0
         self._ids = 0
         self._cold_start = params.cold_start.sampler(streams.get(f"cold_start/{name}"))
+        # The autoscaler's loop runs on its own clock: the first decision falls at a random point of an interval.
+        self._phase = float(streams.get(f"autoscaler/{name}").uniform(0.0, params.interval_s))
         if fixed:  # an always-warm pool of `fixed` containers, no autoscaling (the mmc preset)
             for _ in range(fixed):
-                self._ready(None)
+                self._ready(False)
         else:
             sim.env.process(self._decide_loop())
 
@@ -100,7 +103,7 @@ class ContainerPool:
         for _ in range(n):
             self.starting += 1
             self.cold_starts += 1
-            self.sim.call_in(self._cold_start(), self._ready)
+            self.sim.call_in(self._cold_start(), self._ready, True)
         self.peak = max(self.peak, self.size)
 
     def scale_from_zero(self) -> None:
@@ -109,8 +112,8 @@ class ContainerPool:
         if self.size == 0:
             self.decide()
 
-    def _ready(self, _event: object) -> None:
-        if _event is not None:
+    def _ready(self, launched: bool) -> None:
+        if launched:
             self.starting -= 1
         c = Container(self._ids, self.sim.now)
         self._ids += 1
@@ -142,6 +145,7 @@ class ContainerPool:
             self.ready = keep
 
     def _decide_loop(self):  # a process: one decision per interval is a slow control loop
+        yield self.sim.env.timeout(self._phase)
         while True:
             self.decide()
             yield self.sim.env.timeout(self.p.interval_s)

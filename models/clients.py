@@ -2,7 +2,8 @@
 
 Closed loop: ``count`` clients each keep ``in_flight`` calls outstanding; a call that returns before the test's
 duration is followed at once by the next. With batching a client instead runs rounds of ``round_items`` items
-sent as chunks of ``chunk_items``; the next round starts when the whole round is back. Open loop: Poisson
+sent as chunks of ``chunk_items``; the next round starts when the whole round is back (a chunk whose item failed
+is an error of its items; a rejected chunk that is not retried raises and ends that client's loop). Open loop: Poisson
 arrivals at ``rate`` per second.
 
 A rejected call is handled by the client's retry policy (modal 1.6.4 client source, domain.md §1):
@@ -19,8 +20,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from sim.dists import Dist
-from sim.engine import Callback, Sim
+from sim.dists import Dist, Exponential
+from sim.engine import Sim
 from sim.records import CallLog
 from sim.rng import Streams
 from sim.scenario import param
@@ -70,6 +71,7 @@ class Load:
         http: bool = False,
     ) -> None:
         self.sim = sim
+        self.env = sim.env
         self.log = log
         self.cp = cp
         self.targets = targets
@@ -82,16 +84,26 @@ class Load:
         self.issued = 0  # calls (items) issued
         self.completed = 0
         self.failed = 0
-        self.drained = sim.env.event()
-        self.http = http
+        self._pooled = http and cp.connection_limit > 0  # the client's HTTP connection pool binds
         self._conns = [0] * cp.count
         self._conn_wait: list[deque[int]] = [deque() for _ in range(cp.count)]
 
+    def begin(self) -> None:
+        """Issue the calls in flight at the start."""
+        self.start()
+        self.log.n_initial = len(self.log)
+
+    def start(self) -> None:
+        raise NotImplementedError
+
     # --- sending ---------------------------------------------------------------------------------------------
-    def new_call(self, client: int, work: float, items: int = 1, initial: bool = False, fails: bool = False) -> int:
-        call = self.log.new(client, self.sim.now, work, items, initial)
+    def new_call(self, client: int, work: float, items: int = 1, fails: bool = False) -> int:
+        log = self.log
+        call = log.new(client, self.env._now, work)
+        if items != 1:
+            log.items[call] = items
         if fails:
-            self.log.kind[call] = "item_failed"  # runs to the end, then reports the failure
+            log.kind[call] = "item_failed"  # runs to the end, then reports the failure
         self.outstanding += 1
         self.issued += items
         self._send(call)
@@ -99,63 +111,63 @@ class Load:
 
     def _send(self, call: int) -> None:
         client = self.log.client[call]
-        if self.http and self.cp.connection_limit:
+        if self._pooled:
             if self._conns[client] >= self.cp.connection_limit:
                 self._conn_wait[client].append(call)
                 return
             self._conns[client] += 1
         kind = self.targets[client % len(self.targets)].submit(call, self.style)
         if kind is not None:
-            self._release(client)
+            if self._pooled:
+                self._release(client)
             self._rejected(call, kind)
 
     def _release(self, client: int) -> None:
-        if self.http and self.cp.connection_limit:
-            self._conns[client] -= 1
-            if self._conn_wait[client]:
-                self._send(self._conn_wait[client].popleft())
+        self._conns[client] -= 1
+        if self._conn_wait[client]:
+            self._send(self._conn_wait[client].popleft())
 
     def _rejected(self, call: int, kind: str) -> None:
         if self.cp.retry == "backoff":
-            attempt = self.log.attempts[call]
+            attempt = self.log.attempts.get(call, 1)
             self.log.attempts[call] = attempt + 1
             delay = min(self.cp.backoff_max_s, self.cp.backoff_base_s * 2 ** (attempt - 1))
-            self.sim.call_in(delay * self._jitter.uniform(0.5, 1.0), self._retry, call)
+            self.sim.call_in(delay * self._jitter.uniform(0.5, 1.0), self._send, call)
         else:
             self._failed(call, kind)
-
-    def _retry(self, event: Callback) -> None:
-        self._send(event.arg)
 
     # --- coming back -----------------------------------------------------------------------------------------
     def done(self, call: int) -> None:
         """A started call finished (the Function's or proxy's callback)."""
         log = self.log
-        self._release(log.client[call])
-        if log.kind[call]:  # ran, but an item failed (batching)
+        if self._pooled:
+            self._release(log.client[call])
+        if call in log.kind:  # ran, but an item failed (batching)
             self._failed(call, log.kind[call])
             return
-        log.finished[call] = self.sim.now
-        self.completed += log.items[call]
-        self._back(call)
-
-    def _failed(self, call: int, kind: str) -> None:
-        self.log.finished[call] = self.sim.now
-        self.log.kind[call] = kind
-        self.failed += self.log.items[call]
-        self._back(call)
-
-    def _back(self, call: int) -> None:
+        log.finished[call] = self.env._now
+        self.completed += log.items.get(call, 1) if log.items else 1
         self.outstanding -= 1
         self.returned(call)
-        if self.outstanding == 0 and self.sim.now >= self.duration and not self.drained.triggered:
-            self.drained.succeed()
+        if self.outstanding == 0:
+            self._maybe_drained()
+
+    def _failed(self, call: int, kind: str) -> None:
+        log = self.log
+        log.finished[call] = self.env._now
+        log.kind[call] = kind
+        self.failed += log.items.get(call, 1)
+        self.outstanding -= 1
+        self.returned(call)
+        if self.outstanding == 0:
+            self._maybe_drained()
+
+    def _maybe_drained(self) -> None:
+        if self.env._now >= self.duration:
+            self.sim.stop()  # the test is over: nothing more is in flight or will be issued
 
     def returned(self, call: int) -> None:
         """What a caller does when a call is back (a subclass's loop)."""
-
-    def start(self) -> None:
-        raise NotImplementedError
 
 
 class ClosedLoop(Load):
@@ -164,10 +176,10 @@ class ClosedLoop(Load):
     def start(self) -> None:
         for client in range(self.cp.count):
             for _ in range(self.cp.in_flight):
-                self.new_call(client, self.work(), initial=True)
+                self.new_call(client, self.work())
 
     def returned(self, call: int) -> None:
-        if self.log.kind[call] == "" and self.sim.now < self.duration:
+        if call not in self.log.kind and self.env._now < self.duration:
             self.new_call(self.log.client[call], self.work())
 
 
@@ -178,20 +190,21 @@ class BatchedRounds(Load):
         super().__init__(*args, **kwargs)
         self.bp = bp
         self._left = [0] * self.cp.count  # chunks of the current round not yet back
+        self._stopped = [False] * self.cp.count  # a chunk was rejected and not retried: the client's loop raised
         self._fail_rng = self.streams.get("item_failure")
 
     def start(self) -> None:
         for client in range(self.cp.count):
-            self._round(client, initial=True)
+            self._round(client)
 
-    def _round(self, client: int, initial: bool = False) -> None:
+    def _round(self, client: int) -> None:
         n, size = self.bp.round_items, self.bp.chunk_items
         chunks = [min(size, n - i) for i in range(0, n, size)]
         self._left[client] = len(chunks)
         for k in chunks:
             works = [self.work() for _ in range(k)]
             fails = bool(self.bp.item_failure_prob) and self._chunk_fails(k)
-            self.new_call(client, max(works), items=k, initial=initial, fails=fails)
+            self.new_call(client, max(works), items=k, fails=fails)
 
     def _chunk_fails(self, k: int) -> bool:
         return bool(self._fail_rng.random() < 1.0 - (1.0 - self.bp.item_failure_prob) ** k)
@@ -199,7 +212,10 @@ class BatchedRounds(Load):
     def returned(self, call: int) -> None:
         client = self.log.client[call]
         self._left[client] -= 1
-        if self._left[client] == 0 and self.sim.now < self.duration:
+        kind = self.log.kind.get(call)
+        if kind is not None and kind != "item_failed":
+            self._stopped[client] = True
+        if self._left[client] == 0 and self.env._now < self.duration and not self._stopped[client]:
             self._round(client)
 
 
@@ -208,20 +224,21 @@ class OpenLoop(Load):
 
     def __init__(self, *args, rate: float, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._gap = self.streams.get("arrivals")
-        self.rate = rate
-        self._gaps: list[float] = []
+        self._gap = Exponential(1.0 / rate).sampler(self.streams.get("arrivals"))
 
     def start(self) -> None:
-        self.sim.call_in(self._next_gap(), self._arrive)
+        self._target = self.targets[0]
+        self.sim.call_in(self._gap(), self._arrive)
 
-    def _next_gap(self) -> float:
-        if not self._gaps:
-            self._gaps = self._gap.exponential(1.0 / self.rate, 4096).tolist()[::-1]
-        return self._gaps.pop()
-
-    def _arrive(self, _event: Callback) -> None:
-        self.new_call(0, self.work())
-        gap = self._next_gap()
-        if self.sim.now + gap < self.duration:
+    def _arrive(self, _arg: None) -> None:
+        # the hot path of open-loop runs: new_call inlined
+        now = self.env._now
+        call = self.log.new(0, now, self.work())
+        self.outstanding += 1
+        self.issued += 1
+        kind = self._target.submit(call, self.style)
+        if kind is not None:
+            self._rejected(call, kind)
+        gap = self._gap()
+        if now + gap < self.duration:
             self.sim.call_in(gap, self._arrive)

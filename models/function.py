@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from models.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
-from sim.engine import Callback, Sim
+from sim.engine import Sim
 from sim.limiter import TokenBucket
 from sim.records import CallLog
 from sim.rng import Streams
@@ -53,9 +53,10 @@ class LimitParams:
     )
     async_pending_cap: int = param(1_000_000, ge=0, source="domain.md §1 limits table (1,000,000 queued)")
     start_rate: float = param(
-        1000.0,
+        1030.0,
         gt=0,
-        source="undocumented (domain.md §1); fitted to the reference load test (calibration/fit.py)",
+        source="undocumented (domain.md §1); fitted to the reference load test (calibration/fit.py): the lowest "
+        "rate consistent with it, which bounds it only from below",
         doc="inputs started per second per Function",
     )
     start_burst: float = param(
@@ -95,14 +96,13 @@ class Function:
         on_done: Callable[[int], None],
     ) -> None:
         self.sim = sim
+        self.env = sim.env
         self.fp = fp
         self.log = log
         self.on_done = on_done
         self.pending: deque[tuple[int, int]] = deque()  # (call, style)
         self.n_pending = [0, 0]
         self.n_running = [0, 0]
-        self.started = 0
-        self.completed = 0
         if limits.enabled:
             self.accept = [
                 TokenBucket(limits.sync_accept_rate, limits.sync_accept_burst),
@@ -118,16 +118,13 @@ class Function:
         self._spare: list[Container] = []  # containers below target_inputs (a stack; retired ones skipped)
         self._target = fp.target
         self._max = fp.max_inputs
-        # time-average of inputs in the system (pending + running), for Little's law
-        self._in_system = 0
-        self._area = 0.0
-        self._t_area = 0.0
+        self._in_system = 0  # pending + running: what the autoscaler sizes the pool to
         self.pool = ContainerPool(sim, ap, streams, name, self._wanted, self._container_ready, fixed=fp.containers)
 
     # --- accepting -------------------------------------------------------------------------------------------
     def submit(self, call: int, style: int = SYNC) -> str | None:
         """Offer an input; return None if accepted, else the rejection kind."""
-        now = self.sim.now
+        now = self.env._now
         if self.accept is not None:
             if style == SYNC and self.n_pending[SYNC] + self.n_running[SYNC] >= self.in_system_cap:
                 return "queue_full"
@@ -135,10 +132,18 @@ class Function:
                 return "queue_full"
             if not self.accept[style].try_take(now):
                 return "rate_limited"
-        self._count(1)
+        self._in_system += 1
+        if not self.pending:  # nothing waits: start at once if a container has room and a start token is there
+            c = self._container()
+            if c is not None and (self.start_bucket is None or self.start_bucket.try_take(now)):
+                self.n_running[style] += 1
+                c.running += 1
+                self.log.started[call] = now
+                self.sim.call_in(self.log.work[call], self._finish, (call, style, c))
+                return None
         self.pending.append((call, style))
         self.n_pending[style] += 1
-        if self.pool.size == 0:
+        if not self.pool.ready and not self.pool.starting:
             self.pool.scale_from_zero()
         self._start_pending()
         return None
@@ -147,6 +152,10 @@ class Function:
     def _container(self) -> Container | None:
         """A container with room: below target first, else any below max_inputs (a burst)."""
         spare = self._spare
+        if spare:
+            c = spare[-1]
+            if c.running < self._target and not c.retired:
+                return c
         while spare:
             c = spare[-1]
             if c.retired or c.running >= self._target:
@@ -161,13 +170,13 @@ class Function:
         return None
 
     def _start_pending(self) -> None:
-        now = self.sim.now
+        now = self.env._now
         pending = self.pending
+        bucket = self.start_bucket
         while pending:
             c = self._container()
             if c is None:
                 return  # the autoscaler adds capacity
-            bucket = self.start_bucket
             if bucket is not None and not bucket.try_take(now):
                 if not self._wake_pending:
                     self._wake_pending = True
@@ -175,29 +184,32 @@ class Function:
                 return
             call, style = pending.popleft()
             self.n_pending[style] -= 1
-            self.n_running[style] += 1
-            c.running += 1
-            self.started += 1
-            self.log.started[call] = now
-            self.sim.call_in(self.log.work[call], self._finish, (call, style, c))
+            self._start(call, style, c, now)
 
-    def _wake(self, _event: Callback) -> None:
+    def _start(self, call: int, style: int, c: Container, now: float) -> None:
+        self.n_running[style] += 1
+        c.running += 1
+        self.log.started[call] = now
+        self.sim.call_in(self.log.work[call], self._finish, (call, style, c))
+
+    def _wake(self, _arg: None) -> None:
         self._wake_pending = False
         self._start_pending()
 
-    def _finish(self, event: Callback) -> None:
-        call, style, c = event.arg
+    def _finish(self, arg: tuple[int, int, Container]) -> None:
+        call, style, c = arg
+        now = self.env._now
         self.n_running[style] -= 1
-        self.completed += 1
-        self._count(-1)
+        self._in_system -= 1
         c.running -= 1
         if c.running == 0:
-            c.idle_since = self.sim.now
+            c.idle_since = now
         if not c.listed and c.running < self._target and not c.retired:
             c.listed = True
             self._spare.append(c)
+        if self.pending:
+            self._start_pending()  # the freed slot takes the next pending input before the caller hears back
         self.on_done(call)
-        self._start_pending()
 
     # --- autoscaling -----------------------------------------------------------------------------------------
     def _wanted(self) -> int:
@@ -207,15 +219,3 @@ class Function:
         c.listed = True
         self._spare.append(c)
         self._start_pending()
-
-    # --- accounting ------------------------------------------------------------------------------------------
-    def _count(self, delta: int) -> None:
-        now = self.sim.now
-        self._area += self._in_system * (now - self._t_area)
-        self._t_area = now
-        self._in_system += delta
-
-    def in_system_mean(self, until: float) -> float:
-        """Time-average of inputs in the system over [0, until]."""
-        area = self._area + self._in_system * (until - self._t_area)
-        return area / until if until > 0 else 0.0

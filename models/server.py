@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from models.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
-from sim.engine import Callback, Sim
+from sim.engine import Sim
 from sim.records import CallLog
 from sim.rng import Streams
 from sim.scenario import param
@@ -55,7 +55,6 @@ class Proxy:
         self.log = log
         self.on_done = on_done
         self.active = 0
-        self.completed = 0
         self._peak_since_decision = 0
         self._peaks: deque[tuple[float, int]] = deque()
         self.pool = ContainerPool(sim, ap, streams, name, self._wanted, self._container_ready)
@@ -77,13 +76,12 @@ class Proxy:
         self.sim.call_in(self.log.work[call] + 2 * self.sp.proxy_latency_s, self._finish, (call, c))
         return None
 
-    def _finish(self, event: Callback) -> None:
-        call, c = event.arg
+    def _finish(self, arg: tuple[int, Container]) -> None:
+        call, c = arg
         c.running -= 1
         if c.running == 0:
             c.idle_since = self.sim.now
         self.active -= 1
-        self.completed += 1
         self.on_done(call)
 
     def _wanted(self) -> int:

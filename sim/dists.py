@@ -9,9 +9,10 @@ value costs more than the event it feeds.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,15 +48,14 @@ class Dist:
         return float(value)
 
     def sampler(self, rng: np.random.Generator) -> Callable[[], float]:
-        """A callable returning one draw per call, drawn from ``rng`` in batches (same sequence as ``draw``)."""
-        buf: list[float] = []
+        """A callable returning one draw per call, drawn from ``rng`` in batches (same sequence as ``draw``).
+        It is the ``__next__`` of an endless iterator over the batches: a C call per draw."""
 
-        def sample() -> float:
-            if not buf:
-                buf.extend(self.draw(rng, _BATCH).tolist()[::-1])
-            return buf.pop()
+        def batches() -> Iterator[list[float]]:
+            while True:
+                yield self.draw(rng, _BATCH).tolist()
 
-        return sample
+        return itertools.chain.from_iterable(batches()).__next__
 
 
 @dataclass(frozen=True)

@@ -1,34 +1,25 @@
-"""The simulation clock: a SimPy environment plus a cheap callback scheduler for hot paths.
+"""The simulation clock: a SimPy environment driven by a lean loop, with cheap callbacks for hot paths.
 
 SimPy processes read best for slow control loops (the autoscaler); per-call paths run millions of events, and a
 generator process costs several times a plain callback (house-style.md, "Hot paths"). ``Sim.call_in`` puts a
-minimal event on SimPy's own queue: SimPy's ``step`` pops it and calls its callbacks like any other event, so
-callbacks and processes share one clock and one ordering (time, priority, insertion id).
+``(fn, arg)`` pair on SimPy's own event queue, ordered like every SimPy event by (time, priority, insertion id);
+``Sim.run`` pops that queue itself: a pair is called as ``fn(arg)``, anything else is a SimPy event processed
+exactly as ``simpy.Environment.step`` does. So callbacks and processes share one clock and one ordering, and the
+per-event cost is a heap pop and a call. (Use ``Sim.run``, not ``env.run``: SimPy's loop does not know pairs.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from heapq import heappush
+from heapq import heappop, heappush
 from typing import Any
 
 import simpy
-from simpy.events import NORMAL
-
-
-class Callback:
-    """An already-triggered event carrying one argument; what ``Sim.call_in`` schedules."""
-
-    __slots__ = ("arg", "callbacks")
-    _ok = True  # read by simpy's step(): this event never fails
-
-    def __init__(self, fn: Callable[[Callback], Any], arg: Any) -> None:
-        self.callbacks = [fn]
-        self.arg = arg
+from simpy.events import NORMAL, URGENT
 
 
 class Sim:
-    """One run's clock. ``env`` is a plain ``simpy.Environment`` for processes."""
+    """One run's clock. ``env`` is a plain ``simpy.Environment`` for processes and timeouts."""
 
     def __init__(self) -> None:
         self.env = simpy.Environment()
@@ -39,16 +30,47 @@ class Sim:
     def now(self) -> float:
         return self.env._now
 
-    def call_in(self, delay: float, fn: Callable[[Callback], Any], arg: Any = None) -> None:
-        """Call ``fn(event)`` after ``delay`` seconds; ``event.arg`` is ``arg``."""
+    def call_in(self, delay: float, fn: Callable[[Any], Any], arg: Any = None) -> None:
+        """Call ``fn(arg)`` after ``delay`` seconds."""
         if delay < 0:
             raise ValueError(f"negative delay {delay}")
-        heappush(self._queue, (self.env._now + delay, NORMAL, next(self._eid), Callback(fn, arg)))
+        heappush(self._queue, (self.env._now + delay, NORMAL, next(self._eid), (fn, arg)))
 
-    def run(self, until: float | None = None) -> None:
-        self.env.run(until)
+    def stop(self) -> None:
+        """End ``run`` before any other event at the current time."""
+        heappush(self._queue, (self.env._now, URGENT, next(self._eid), (_halt, None)))
+
+    def run(self, until: float) -> None:
+        """Process events in order until time ``until`` (events at ``until`` itself are left), ``stop()``, or an
+        empty queue."""
+        env, queue, pop, pair = self.env, self._queue, heappop, tuple
+        heappush(queue, (until, URGENT, next(self._eid), (_halt, None)))
+        try:
+            while queue:
+                env._now, _, _, event = pop(queue)
+                if type(event) is pair:
+                    event[0](event[1])
+                    continue
+                # a SimPy event: as simpy.Environment.step
+                callbacks, event.callbacks = event.callbacks, None
+                for callback in callbacks:
+                    callback(event)
+                if not event._ok and not hasattr(event, "_defused"):
+                    exc = type(event._value)(*event._value.args)
+                    exc.__cause__ = event._value
+                    raise exc
+        except _Halt:
+            pass
 
     @property
     def events(self) -> int:
         """Events scheduled so far (SimPy's insertion counter; reading it advances it by one)."""
         return next(self._eid)
+
+
+class _Halt(Exception):
+    """Raised by the halt entry that ``run`` and ``stop`` schedule."""
+
+
+def _halt(_arg: None) -> None:
+    raise _Halt

@@ -17,45 +17,58 @@ NAN = float("nan")
 
 
 class CallLog:
-    """Columns of per-input records; an input's id is its row."""
+    """Columns of per-input records; an input's id is its row.
+
+    Dense columns are lists appended once per input; what most inputs share is kept sparse (an input's items
+    when not 1, its failure kind, its attempts when retried). The first ``n_initial`` inputs are the calls in
+    flight at the start.
+    """
 
     def __init__(self) -> None:
         self.client: list[int] = []
-        self.items: list[int] = []
         self.work: list[float] = []  # the input's own work (a chunk's slowest item)
-        self.initial: list[bool] = []  # one of the calls in flight at the start
         self.issued: list[float] = []  # first attempt
-        self.started: list[float] = []  # start on a container
-        self.finished: list[float] = []  # back at the caller, success or final failure
-        self.kind: list[str] = []  # "" for success, else the rejection or failure kind
-        self.attempts: list[int] = []
+        self.started: dict[int, float] = {}  # start on a container (absent: never started)
+        self.finished: dict[int, float] = {}  # back at the caller, success or final failure (absent: still out)
+        self.items: dict[int, int] = {}  # calls carried by a batched input (absent: 1)
+        self.kind: dict[int, str] = {}  # rejection or failure kind (absent: success)
+        self.attempts: dict[int, int] = {}  # tries (absent: 1)
+        self.n_initial = 0
 
-    def new(self, client: int, now: float, work: float, items: int = 1, initial: bool = False) -> int:
+    def new(self, client: int, now: float, work: float) -> int:
+        call = len(self.issued)
         self.client.append(client)
-        self.items.append(items)
         self.work.append(work)
-        self.initial.append(initial)
         self.issued.append(now)
-        self.started.append(NAN)
-        self.finished.append(NAN)
-        self.kind.append("")
-        self.attempts.append(1)
-        return len(self.issued) - 1
+        return call
 
     def __len__(self) -> int:
         return len(self.issued)
 
     def arrays(self) -> dict[str, np.ndarray]:
+        n = len(self)
+        items = np.ones(n, dtype=np.int64)
+        items[list(self.items)] = list(self.items.values())
+        kind = np.full(n, "", dtype=object)
+        kind[list(self.kind)] = list(self.kind.values())
+        attempts = np.ones(n, dtype=np.int64)
+        attempts[list(self.attempts)] = list(self.attempts.values())
+        started = np.full(n, NAN)
+        started[list(self.started)] = list(self.started.values())
+        finished = np.full(n, NAN)
+        finished[list(self.finished)] = list(self.finished.values())
+        initial = np.zeros(n, dtype=bool)
+        initial[: self.n_initial] = True
         return {
             "client": np.asarray(self.client, dtype=np.int64),
-            "items": np.asarray(self.items, dtype=np.int64),
+            "items": items,
             "work": np.asarray(self.work, dtype=float),
-            "initial": np.asarray(self.initial, dtype=bool),
+            "initial": initial,
             "issued": np.asarray(self.issued, dtype=float),
-            "started": np.asarray(self.started, dtype=float),
-            "finished": np.asarray(self.finished, dtype=float),
-            "kind": np.asarray(self.kind, dtype=object),
-            "attempts": np.asarray(self.attempts, dtype=np.int64),
+            "started": started,
+            "finished": finished,
+            "kind": kind,
+            "attempts": attempts,
         }
 
 
@@ -103,6 +116,12 @@ def summarize(log: CallLog, window: Window) -> dict:
     order = np.argsort(a["issued"][started], kind="stable")
     waits = (a["started"][started] - a["issued"][started])[order]
 
+    # calls in flight (issued, not yet back), time-averaged over the window: Little's L
+    span = window.end - window.start
+    back = np.where(done, a["finished"], np.inf)
+    overlap = np.minimum(back, window.end) - np.maximum(a["issued"], window.start)
+    in_flight_mean = float(np.sum(overlap[overlap > 0])) / span
+
     failed = done & ~ok
     errors_by_kind: dict[str, int] = {}
     for kind, items in zip(a["kind"][failed], a["items"][failed], strict=True):
@@ -110,7 +129,7 @@ def summarize(log: CallLog, window: Window) -> dict:
 
     return {
         "calls": calls,
-        "calls_per_s": calls / (window.end - window.start),
+        "calls_per_s": calls / span,
         "first_n_back_s": _num(first_back),
         "added_latency_p50_s": _pct(added, 50),
         "added_latency_p90_s": _pct(added, 90),
@@ -118,6 +137,9 @@ def summarize(log: CallLog, window: Window) -> dict:
         "errors": int(a["items"][failed].sum()),
         "errors_by_kind": dict(sorted(errors_by_kind.items())),
         "retries": int((a["attempts"] - 1).sum()),
+        "response_mean_s": _num(float(np.mean(a["finished"][served] - a["issued"][served]))) if served.any() else None,
+        "issued_per_s": float(a["items"][issued_in_window].sum()) / span,
+        "in_flight_mean": in_flight_mean,
         "wait_mean_s": _num(float(waits.mean())) if len(waits) else None,
         "wait_mean_ci95_s": _num(batch_means_ci95(waits)),
         "inputs": len(log),

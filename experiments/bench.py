@@ -1,0 +1,140 @@
+"""The simulator's own speed: ``python -m experiments.bench [--json] [--quick]``.
+
+- Each loadtest preset: simulated calls (issued) per wall second, and wall seconds per run.
+- mmc: the project's M/M/c model (the ``mmc`` preset through the full Function model) against a plain heapq
+  M/M/c loop written here, on the same workload (same arrival rate, service distribution, servers and horizon,
+  numbers drawn in batches as the model does) in the same process. The figure is the ratio of customers per wall
+  second, model ÷ loop: 1.0 means as fast as a hand-rolled loop.
+Each figure is the best of ``--repeat`` runs (the least disturbed by other load on the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import sys
+import time
+from collections import deque
+
+import numpy as np
+
+from experiments.cli import load_scenario
+from models import loadtest
+
+LOADTESTS = ["loadtest-remote", "loadtest-spawn", "loadtest-copies", "loadtest-batching", "loadtest-server"]
+
+
+def heapq_mmc(rate: float, servers: int, mean_service: float, horizon: float, seed: int) -> tuple[int, float]:
+    """A bare M/M/c FIFO simulation; returns (customers served, mean wait)."""
+    rng = np.random.default_rng(seed)
+    gaps: list[float] = []
+    services: list[float] = []
+    heap: list[tuple[float, int, int]] = []  # (time, seq, kind) kind 0 arrival, 1 departure
+    queue: deque[float] = deque()
+    free = servers
+    seq = 0
+    t = 0.0
+    waits = 0.0
+    served = 0
+
+    def gap() -> float:
+        if not gaps:
+            gaps.extend(rng.exponential(1.0 / rate, 4096).tolist())
+        return gaps.pop()
+
+    def service() -> float:
+        if not services:
+            services.extend(rng.exponential(mean_service, 4096).tolist())
+        return services.pop()
+
+    heapq.heappush(heap, (gap(), 0, 0))
+    while heap:
+        t, _, kind = heapq.heappop(heap)
+        seq += 1
+        if kind == 0:
+            nxt = t + gap()
+            if nxt < horizon:
+                heapq.heappush(heap, (nxt, seq, 0))
+            if free:
+                free -= 1
+                served += 1
+                heapq.heappush(heap, (t + service(), seq, 1))
+            else:
+                queue.append(t)
+        elif queue:
+            arrived = queue.popleft()
+            waits += t - arrived
+            served += 1
+            heapq.heappush(heap, (t + service(), seq, 1))
+        else:
+            free += 1
+    return served, waits / served
+
+
+def best_of(repeat: int, fn):
+    best = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        wall = time.perf_counter() - t0
+        if best is None or wall < best[0]:
+            best = (wall, out)
+    return best
+
+
+def bench(quick: bool = False, repeat: int = 3) -> dict:
+    figures: dict = {"loadtests": {}}
+    for preset in LOADTESTS:
+        sets = ["duration_s=10"] if quick else []
+        sc = load_scenario(preset, sets, [])
+        wall, m = best_of(repeat, lambda sc=sc: loadtest.run(sc, seed=0))
+        figures["loadtests"][preset] = {
+            "calls": m["calls_issued"],
+            "events": m["events"],
+            "wall_s": round(wall, 4),
+            "calls_per_wall_s": round(m["calls_issued"] / wall),
+            "events_per_wall_s": round(m["events"] / wall),
+        }
+    horizon = 2000.0 if quick else 20000.0
+    sc = load_scenario("mmc", [f"duration_s={horizon}", "warmup_s=0", "drain_s=0"], [])
+    model_wall, m = best_of(repeat, lambda: loadtest.run(sc, seed=0))
+    loop_wall, (served, _) = best_of(
+        repeat, lambda: heapq_mmc(sc.arrivals.rate, sc.function.containers, sc.work.mean, horizon, 0)
+    )
+    model_rate = m["calls_issued"] / model_wall
+    loop_rate = served / loop_wall
+    figures["mmc"] = {
+        "customers": m["calls_issued"],
+        "model_wall_s": round(model_wall, 4),
+        "heapq_wall_s": round(loop_wall, 4),
+        "model_customers_per_wall_s": round(model_rate),
+        "heapq_customers_per_wall_s": round(loop_rate),
+        "ratio": round(model_rate / loop_rate, 3),
+    }
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m experiments.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--quick", action="store_true", help="short runs (a smoke test, not a measurement)")
+    p.add_argument("--repeat", type=int, default=3, help="runs per figure; the best is kept (default 3)")
+    args = p.parse_args(argv)
+    figures = bench(args.quick, max(1, args.repeat))
+    if args.json:
+        print(json.dumps(figures))
+        return 0
+    print(f"{'preset':20s} {'calls':>8s} {'wall_s':>8s} {'calls/wall s':>13s} {'events/wall s':>14s}")
+    for name, f in figures["loadtests"].items():
+        print(f"{name:20s} {f['calls']:8d} {f['wall_s']:8.3f} {f['calls_per_wall_s']:13d} {f['events_per_wall_s']:14d}")
+    mm = figures["mmc"]
+    print(
+        f"mmc: model {mm['model_customers_per_wall_s']} customers/wall s, heapq loop "
+        f"{mm['heapq_customers_per_wall_s']}: ratio {mm['ratio']}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

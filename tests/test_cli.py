@@ -1,0 +1,93 @@
+"""The commands end to end: exit codes, one-line errors, JSON output, determinism (interfaces.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from experiments import run
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize(
+    "args, names",
+    [
+        (["no-such-preset"], "no-such-preset"),
+        (["loadtest-spawn", "--set", "clients.cuont=3"], "clients.cuont"),
+        (["loadtest-spawn", "--set", "clients.count=many"], "clients.count"),
+        (["loadtest-spawn", "--set", "clients.count=2.5"], "clients.count"),
+        (["loadtest-spawn", "--set", "limits.start_rate=-5"], "limits.start_rate"),
+        (["loadtest-spawn", "--set", "work=uniform(10, 1)"], "work"),
+        (["loadtest-spawn", "--set", "work=gaussian(1, 2)"], "work"),
+        (["loadtest-spawn", "--set", "approach=teleport"], "approach"),
+        (["loadtest-spawn", "--set", "limits.enabled=1"], "limits.enabled"),
+        (["loadtest-spawn", "--set", "function.target_inputs=900"], "target_inputs"),
+        (["loadtest-spawn", "--set", "clients=3"], "clients"),
+        (["loadtest-spawn", "--set", "noequals"], "noequals"),
+        (["loadtest-spawn", "--seed", "-1"], "--seed"),
+        (["loadtest-spawn", "--seed", "x"], "--seed"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_naming_the_key(args, names, capsys):
+    assert run.main(args) == 2 if "--seed" not in args else _exits_2(args)
+    err = capsys.readouterr().err.strip()
+    assert names in err and "\n" not in err and "Traceback" not in err
+
+
+def _exits_2(args: list[str]) -> bool:
+    with pytest.raises(SystemExit) as e:
+        run.main(args)
+    return e.value.code == 2
+
+
+def test_malformed_toml_and_missing_file(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("approach = \n")
+    assert run.main([str(bad)]) == 2
+    assert str(bad) in capsys.readouterr().err
+    assert run.main([str(tmp_path / "missing.toml")]) == 2
+    assert "missing.toml" in capsys.readouterr().err
+    params = tmp_path / "p.toml"
+    params.write_text("[limits]\nstart_rat = 3\n")
+    assert run.main(["loadtest-spawn", "--params", str(params)]) == 2
+    assert "limits.start_rat" in capsys.readouterr().err
+
+
+def test_json_is_one_object_and_the_same_seed_gives_the_same_numbers():
+    args = ["experiments.run", "loadtest-copies", "--set", "duration_s=15", "--seed", "3", "--json"]
+    a, b = cli(*args), cli(*args)
+    assert a.returncode == 0, a.stderr
+    ja, jb = json.loads(a.stdout), json.loads(b.stdout)
+    for j in (ja, jb):
+        del j["wall_s"]
+    assert ja == jb  # two processes, identical bit for bit
+    assert ja["seed"] == 3 and ja["scenario"]["function"]["copies"] == 8
+    c = json.loads(cli(*args[:-3], "--seed", "4", "--json").stdout)
+    assert c["calls"] != ja["calls"] or c["first_n_back_s"] != ja["first_n_back_s"]
+
+
+def test_a_scenario_file_and_set(tmp_path, capsys):
+    f = tmp_path / "mine.toml"
+    f.write_text('approach = "spawn"\nduration_s = 5.0\n[clients]\ncount = 2\nin_flight = 10\n')
+    assert run.main([str(f), "--set", "clients.count=3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["scenario"]["clients"]["count"] == 3 and out["calls_issued"] >= 30
+
+
+def test_human_output(capsys):
+    assert run.main(["loadtest-batching", "--set", "duration_s=10"]) == 0
+    assert "calls_per_s" in capsys.readouterr().out
+
+
+def test_bench_quick_runs():
+    r = cli("experiments.bench", "--quick", "--repeat", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    figures = json.loads(r.stdout)
+    assert set(figures["loadtests"]) == set(__import__("experiments.bench").bench.LOADTESTS)
+    assert figures["mmc"]["ratio"] > 0

@@ -1,0 +1,98 @@
+"""Exact event traces on tiny deterministic scenarios."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models import loadtest
+from sim.records import CallLog
+from tests.conftest import scenario
+
+
+def trace(tree: dict) -> tuple[dict, dict]:
+    """Run and return (metrics, record arrays)."""
+    captured = {}
+    orig = CallLog.arrays
+
+    def spy(self):
+        out = orig(self)
+        captured.update(out)
+        return out
+
+    CallLog.arrays = spy
+    try:
+        m = loadtest.run(scenario(tree), seed=0)
+    finally:
+        CallLog.arrays = orig
+    return m, captured
+
+
+def test_closed_loop_on_a_warm_container(tiny):
+    # 3 calls in flight, a container runs 2 at once, work 2 s: the third waits for the first slot.
+    m, a = trace(tiny)
+    assert a["issued"][:3].tolist() == [0, 0, 0]
+    assert a["started"][:3].tolist() == [0, 0, 2]
+    assert a["finished"][:3].tolist() == [2, 2, 4]
+    # each return issues the next call at once, until the 5 s duration: issued at 0,0,0,2,2,4,4
+    assert a["issued"].tolist() == [0, 0, 0, 2, 2, 4, 4]
+    assert a["finished"].tolist() == [2, 2, 4, 4, 6, 6, 8]
+    assert m["calls"] == 4 and m["first_n_back_s"] == 4.0 and m["sim_time_s"] == 8.0
+
+
+def test_start_limiter_paces_starts(tiny):
+    tiny["limits"] = {"start_rate": 1.0, "start_burst": 1.0}
+    tiny["function"] = {"containers": 1, "max_inputs": 10}
+    tiny["duration_s"] = 0.5
+    _, a = trace(tiny)
+    assert a["started"].tolist() == [0, 1, 2]  # one token now, then one per second
+
+
+def test_accept_limits_reject_with_kinds(tiny):
+    tiny["limits"] = {"sync_accept_burst": 2.0}
+    tiny["function"] = {"containers": 1, "max_inputs": 10}
+    m, a = trace(tiny)
+    assert a["kind"][:3].tolist() == ["", "", "rate_limited"]
+    assert m["errors_by_kind"] == {"rate_limited": 1}
+    tiny["limits"] = {"sync_pending_cap": 1, "sync_accept_burst": 10.0}
+    tiny["function"] = {"containers": 1, "max_inputs": 1}
+    m, _ = trace(tiny)
+    assert m["errors_by_kind"] == {"queue_full": 1}  # one running, one pending, the third finds the queue full
+
+
+def test_backoff_retries_until_accepted(tiny):
+    tiny["limits"] = {"sync_accept_burst": 1.0, "sync_accept_rate": 1.0}
+    tiny["clients"] = {"count": 1, "in_flight": 2, "retry": "backoff", "backoff_base_s": 4.0}
+    tiny["duration_s"] = 0.5
+    m, a = trace(tiny)
+    assert m["errors"] == 0 and m["retries"] == 1
+    assert 2.0 <= a["started"][1] <= 4.0  # retried after 4 s × uniform(0.5, 1)
+
+
+def test_autoscaler_cold_start_from_zero(tiny):
+    tiny["function"] = {"max_inputs": 10}
+    tiny["autoscaler"] = {"cold_start": "constant(3)", "interval_s": 1.0}
+    _, a = trace(tiny)
+    assert a["started"][:3].tolist() == [3, 3, 3]  # the first input triggers a cold start
+
+
+def test_server_answers_503_until_a_container_is_ready(tiny):
+    tiny["approach"] = "server"
+    tiny["server"] = {"proxy_latency_s": 0.0}
+    tiny["autoscaler"] = {"cold_start": "constant(3)"}
+    tiny["clients"] = {"count": 1, "in_flight": 1, "retry": "backoff", "backoff_base_s": 2.0}
+    tiny["duration_s"] = 1.0
+    m, a = trace(tiny)
+    # 503 at 0; retries after 2·u (u in [0.5, 1]) then 4·u ... until the container is ready at 3 s
+    assert m["retries"] >= 1 and a["started"][0] >= 3.0
+    assert a["finished"][0] == a["started"][0] + 2.0
+
+
+def test_batching_chunk_is_its_slowest_item(tiny):
+    tiny["approach"] = "batching"
+    tiny["work"] = "uniform(1, 10)"
+    tiny["batching"] = {"round_items": 10, "chunk_items": 4}
+    tiny["function"] = {"containers": 1, "max_inputs": 10}
+    m, a = trace(tiny)
+    assert a["items"][:3].tolist() == [4, 4, 2]
+    np.testing.assert_allclose(a["finished"][:3] - a["started"][:3], a["work"][:3])
+    assert m["calls"] == int(a["items"][(a["finished"] < 5.0) & (a["kind"] == "")].sum())
