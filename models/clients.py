@@ -17,6 +17,7 @@ For the server approach the client also owns an HTTP connection pool of ``connec
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -84,6 +85,7 @@ class Load:
         self.issued = 0  # calls (items) issued
         self.completed = 0
         self.failed = 0
+        self._kinds, self._finished, self._items = log.kind, log.finished, log.items  # hot-path aliases
         self._pooled = http and cp.connection_limit > 0  # the client's HTTP connection pool binds
         self._conns = [0] * cp.count
         self._conn_wait: list[deque[int]] = [deque() for _ in range(cp.count)]
@@ -139,16 +141,16 @@ class Load:
     # --- coming back -----------------------------------------------------------------------------------------
     def done(self, call: int) -> None:
         """A started call finished (the Function's or proxy's callback)."""
-        log = self.log
         if self._pooled:
-            self._release(log.client[call])
-        if call in log.kind:  # ran, but an item failed (batching)
-            self._failed(call, log.kind[call])
+            self._release(self.log.client[call])
+        if call in self._kinds:  # ran, but an item failed (batching)
+            self._failed(call, self._kinds[call])
             return
-        log.finished[call] = self.env._now
-        self.completed += log.items.get(call, 1) if log.items else 1
+        self._finished[call] = self.env._now
+        self.completed += self._items.get(call, 1) if self._items else 1
         self.outstanding -= 1
-        self.returned(call)
+        if self.returned is not None:
+            self.returned(call)
         if self.outstanding == 0:
             self._maybe_drained()
 
@@ -158,7 +160,8 @@ class Load:
         log.kind[call] = kind
         self.failed += log.items.get(call, 1)
         self.outstanding -= 1
-        self.returned(call)
+        if self.returned is not None:
+            self.returned(call)
         if self.outstanding == 0:
             self._maybe_drained()
 
@@ -166,8 +169,8 @@ class Load:
         if self.env._now >= self.duration:
             self.sim.stop()  # the test is over: nothing more is in flight or will be issued
 
-    def returned(self, call: int) -> None:
-        """What a caller does when a call is back (a subclass's loop)."""
+    # What a closed-loop caller does when a call is back (a subclass's method); open loops do nothing.
+    returned: Callable[[int], None] | None = None
 
 
 class ClosedLoop(Load):
@@ -228,12 +231,15 @@ class OpenLoop(Load):
 
     def start(self) -> None:
         self._target = self.targets[0]
+        self._new = self.log.new
+        self._call_in = self.sim.call_in
+        self._arrive_cb = self._arrive
         self.sim.call_in(self._gap(), self._arrive)
 
     def _arrive(self, _arg: None) -> None:
         # the hot path of open-loop runs: new_call inlined
         now = self.env._now
-        call = self.log.new(0, now, self.work())
+        call = self._new(0, now, self.work())
         self.outstanding += 1
         self.issued += 1
         kind = self._target.submit(call, self.style)
@@ -241,4 +247,4 @@ class OpenLoop(Load):
             self._rejected(call, kind)
         gap = self._gap()
         if now + gap < self.duration:
-            self.sim.call_in(gap, self._arrive)
+            self._call_in(gap, self._arrive_cb)

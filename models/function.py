@@ -100,6 +100,11 @@ class Function:
         self.fp = fp
         self.log = log
         self.on_done = on_done
+        # bound once: the per-input path below reads these millions of times
+        self._call_in = sim.call_in
+        self._finish_cb = self._finish
+        self._work = log.work
+        self._started_at = log.started
         self.pending: deque[tuple[int, int]] = deque()  # (call, style)
         self.n_pending = [0, 0]
         self.n_running = [0, 0]
@@ -133,19 +138,27 @@ class Function:
             if not self.accept[style].try_take(now):
                 return "rate_limited"
         self._in_system += 1
-        if not self.pending:  # nothing waits: start at once if a container has room and a start token is there
-            c = self._container()
+        pending = self.pending
+        if not pending:  # nothing waits: start at once if a container has room and a start token is there
+            spare = self._spare
+            c = spare[-1] if spare else None
+            if c is None or c.running >= self._target or c.retired:
+                c = self._container()
             if c is not None and (self.start_bucket is None or self.start_bucket.try_take(now)):
+                # started (inlined _start: this is the per-call hot path)
                 self.n_running[style] += 1
                 c.running += 1
-                self.log.started[call] = now
-                self.sim.call_in(self.log.work[call], self._finish, (call, style, c))
+                self._started_at[call] = now
+                self._call_in(self._work[call], self._finish_cb, (call, style, c))
                 return None
-        self.pending.append((call, style))
+        pending.append((call, style))
         self.n_pending[style] += 1
-        if not self.pool.ready and not self.pool.starting:
-            self.pool.scale_from_zero()
-        self._start_pending()
+        if len(pending) == 1:
+            # Otherwise the queue is already waiting for a container or a start token, and whatever brings one
+            # (a finished input, a ready container, the limiter's wake-up) starts it.
+            if not self.pool.ready and not self.pool.starting:
+                self.pool.scale_from_zero()
+            self._start_pending()
         return None
 
     # --- starting --------------------------------------------------------------------------------------------
@@ -189,8 +202,8 @@ class Function:
     def _start(self, call: int, style: int, c: Container, now: float) -> None:
         self.n_running[style] += 1
         c.running += 1
-        self.log.started[call] = now
-        self.sim.call_in(self.log.work[call], self._finish, (call, style, c))
+        self._started_at[call] = now
+        self._call_in(self._work[call], self._finish_cb, (call, style, c))
 
     def _wake(self, _arg: None) -> None:
         self._wake_pending = False
@@ -201,14 +214,24 @@ class Function:
         now = self.env._now
         self.n_running[style] -= 1
         self._in_system -= 1
-        c.running -= 1
-        if c.running == 0:
-            c.idle_since = now
-        if not c.listed and c.running < self._target and not c.retired:
-            c.listed = True
-            self._spare.append(c)
-        if self.pending:
-            self._start_pending()  # the freed slot takes the next pending input before the caller hears back
+        pending = self.pending
+        if pending and (self.start_bucket is None or self.start_bucket.try_take(now)):
+            # The freed slot takes the next pending input before the caller hears back. It is the right slot:
+            # with inputs pending, every other container is full (or at target, and this one is no emptier).
+            nxt, nstyle = pending.popleft()
+            self.n_pending[nstyle] -= 1
+            self.n_running[nstyle] += 1
+            self._started_at[nxt] = now
+            self._call_in(self._work[nxt], self._finish_cb, (nxt, nstyle, c))
+        else:
+            c.running -= 1
+            if c.running == 0:
+                c.idle_since = now
+            if not c.listed and c.running < self._target:
+                c.listed = True
+                self._spare.append(c)
+            if pending:
+                self._start_pending()  # no start token: schedules the limiter's wake-up
         self.on_done(call)
 
     # --- autoscaling -----------------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """The simulation clock: a SimPy environment driven by a lean loop, with cheap callbacks for hot paths.
 
 SimPy processes read best for slow control loops (the autoscaler); per-call paths run millions of events, and a
-generator process costs several times a plain callback (house-style.md, "Hot paths"). ``Sim.call_in`` puts a
-``(fn, arg)`` pair on SimPy's own event queue, ordered like every SimPy event by (time, priority, insertion id);
-``Sim.run`` pops that queue itself: a pair is called as ``fn(arg)``, anything else is a SimPy event processed
-exactly as ``simpy.Environment.step`` does. So callbacks and processes share one clock and one ordering, and the
+generator process costs several times a plain callback (house-style.md, "Hot paths"). ``Sim.call_in`` puts an
+entry ``(time, priority, id, fn, arg)`` on SimPy's own event queue, beside SimPy's ``(time, priority, id, event)``
+entries and ordered like them (ids are unique, so the fifth element is never compared). ``Sim.run`` pops that
+queue itself: a callback entry is called as ``fn(arg)``, a SimPy event is processed exactly as
+``simpy.Environment.step`` does. So callbacks and processes share one clock and one ordering, and the
 per-event cost is a heap pop and a call. (Use ``Sim.run``, not ``env.run``: SimPy's loop does not know pairs.)
 """
 
@@ -22,7 +23,7 @@ class Sim:
     """One run's clock. ``env`` is a plain ``simpy.Environment`` for processes and timeouts."""
 
     def __init__(self) -> None:
-        self.env = simpy.Environment()
+        self.env = self._env = simpy.Environment()
         self._queue = self.env._queue  # SimPy's event heap: (time, priority, id, event)
         self._eid = self.env._eid
 
@@ -34,24 +35,26 @@ class Sim:
         """Call ``fn(arg)`` after ``delay`` seconds."""
         if delay < 0:
             raise ValueError(f"negative delay {delay}")
-        heappush(self._queue, (self.env._now + delay, NORMAL, next(self._eid), (fn, arg)))
+        heappush(self._queue, (self._env._now + delay, NORMAL, next(self._eid), fn, arg))
 
     def stop(self) -> None:
         """End ``run`` before any other event at the current time."""
-        heappush(self._queue, (self.env._now, URGENT, next(self._eid), (_halt, None)))
+        heappush(self._queue, (self.env._now, URGENT, next(self._eid), _halt, None))
 
     def run(self, until: float) -> None:
         """Process events in order until time ``until`` (events at ``until`` itself are left), ``stop()``, or an
         empty queue."""
-        env, queue, pop, pair = self.env, self._queue, heappop, tuple
-        heappush(queue, (until, URGENT, next(self._eid), (_halt, None)))
+        env, queue, pop = self.env, self._queue, heappop
+        heappush(queue, (until, URGENT, next(self._eid), _halt, None))
         try:
             while queue:
-                env._now, _, _, event = pop(queue)
-                if type(event) is pair:
-                    event[0](event[1])
+                entry = pop(queue)
+                env._now = entry[0]
+                if len(entry) == 5:  # a callback: (time, priority, id, fn, arg)
+                    entry[3](entry[4])
                     continue
-                # a SimPy event: as simpy.Environment.step
+                # a SimPy event, (time, priority, id, event): as simpy.Environment.step
+                event = entry[3]
                 callbacks, event.callbacks = event.callbacks, None
                 for callback in callbacks:
                     callback(event)

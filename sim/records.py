@@ -19,17 +19,17 @@ NAN = float("nan")
 class CallLog:
     """Columns of per-input records; an input's id is its row.
 
-    Dense columns are lists appended once per input; what most inputs share is kept sparse (an input's items
-    when not 1, its failure kind, its attempts when retried). The first ``n_initial`` inputs are the calls in
-    flight at the start.
+    Dense columns are lists appended once per input (times not yet known are NaN); what most inputs share is kept
+    sparse (an input's items when not 1, its failure kind, its attempts when retried). The first ``n_initial``
+    inputs are the calls in flight at the start.
     """
 
     def __init__(self) -> None:
         self.client: list[int] = []
         self.work: list[float] = []  # the input's own work (a chunk's slowest item)
         self.issued: list[float] = []  # first attempt
-        self.started: dict[int, float] = {}  # start on a container (absent: never started)
-        self.finished: dict[int, float] = {}  # back at the caller, success or final failure (absent: still out)
+        self.started: list[float] = []  # start on a container (NaN: never started)
+        self.finished: list[float] = []  # back at the caller, success or final failure (NaN: still out)
         self.items: dict[int, int] = {}  # calls carried by a batched input (absent: 1)
         self.kind: dict[int, str] = {}  # rejection or failure kind (absent: success)
         self.attempts: dict[int, int] = {}  # tries (absent: 1)
@@ -40,6 +40,8 @@ class CallLog:
         self.client.append(client)
         self.work.append(work)
         self.issued.append(now)
+        self.started.append(NAN)
+        self.finished.append(NAN)
         return call
 
     def __len__(self) -> int:
@@ -47,29 +49,31 @@ class CallLog:
 
     def arrays(self) -> dict[str, np.ndarray]:
         n = len(self)
-        items = np.ones(n, dtype=np.int64)
-        items[list(self.items)] = list(self.items.values())
-        kind = np.full(n, "", dtype=object)
-        kind[list(self.kind)] = list(self.kind.values())
-        attempts = np.ones(n, dtype=np.int64)
-        attempts[list(self.attempts)] = list(self.attempts.values())
-        started = np.full(n, NAN)
-        started[list(self.started)] = list(self.started.values())
-        finished = np.full(n, NAN)
-        finished[list(self.finished)] = list(self.finished.values())
         initial = np.zeros(n, dtype=bool)
         initial[: self.n_initial] = True
+        ok = np.ones(n, dtype=bool)
+        ok[np.fromiter(self.kind.keys(), np.int64, len(self.kind))] = False
         return {
-            "client": np.asarray(self.client, dtype=np.int64),
-            "items": items,
-            "work": np.asarray(self.work, dtype=float),
+            "ok": ok,
+            "client": np.fromiter(self.client, np.int64, n),
+            "items": _dense(self.items, n, 1, np.int64),
+            "work": np.fromiter(self.work, float, n),
             "initial": initial,
-            "issued": np.asarray(self.issued, dtype=float),
-            "started": started,
-            "finished": finished,
-            "kind": kind,
-            "attempts": attempts,
+            "issued": np.fromiter(self.issued, float, n),
+            "started": np.fromiter(self.started, float, n),
+            "finished": np.fromiter(self.finished, float, n),
+            "kind": _dense(self.kind, n, "", object),
+            "attempts": _dense(self.attempts, n, 1, np.int64),
         }
+
+
+def _dense(sparse: dict, n: int, fill: object, dtype: type) -> np.ndarray:
+    """A sparse column {row: value} as a dense array of ``n`` rows."""
+    out = np.full(n, fill, dtype=dtype)
+    if sparse:
+        rows = np.fromiter(sparse.keys(), np.int64, len(sparse))
+        out[rows] = np.fromiter(sparse.values(), dtype, len(sparse)) if dtype is not object else list(sparse.values())
+    return out
 
 
 @dataclass(frozen=True)
@@ -89,8 +93,8 @@ def batch_means_ci95(x: np.ndarray, batches: int = 20) -> float:
     return float(stats.t.ppf(0.975, batches - 1) * means.std(ddof=1) / math.sqrt(batches))
 
 
-def _pct(x: np.ndarray, q: float) -> float | None:
-    return float(np.percentile(x, q)) if len(x) else None
+def _pcts(x: np.ndarray, qs: tuple[float, ...] = (50, 90, 99)) -> list[float | None]:
+    return [float(v) for v in np.percentile(x, qs)] if len(x) else [None] * len(qs)
 
 
 def _num(v: float) -> float | None:
@@ -101,7 +105,7 @@ def _num(v: float) -> float | None:
 def summarize(log: CallLog, window: Window) -> dict:
     """The call metrics of interfaces.md from the records of one run."""
     a = log.arrays()
-    ok = a["kind"] == ""
+    ok = a["ok"]
     done = ~np.isnan(a["finished"])
     in_window = done & (a["finished"] >= window.start) & (a["finished"] < window.end)
     issued_in_window = (a["issued"] >= window.start) & (a["issued"] < window.end)
@@ -113,8 +117,7 @@ def summarize(log: CallLog, window: Window) -> dict:
     served = ok & done & issued_in_window
     added = a["finished"][served] - a["issued"][served] - a["work"][served]
     started = ~np.isnan(a["started"]) & issued_in_window
-    order = np.argsort(a["issued"][started], kind="stable")
-    waits = (a["started"][started] - a["issued"][started])[order]
+    waits = a["started"][started] - a["issued"][started]  # in issue order: rows are created as calls are issued
 
     # calls in flight (issued, not yet back), time-averaged over the window: Little's L
     span = window.end - window.start
@@ -131,9 +134,7 @@ def summarize(log: CallLog, window: Window) -> dict:
         "calls": calls,
         "calls_per_s": calls / span,
         "first_n_back_s": _num(first_back),
-        "added_latency_p50_s": _pct(added, 50),
-        "added_latency_p90_s": _pct(added, 90),
-        "added_latency_p99_s": _pct(added, 99),
+        **dict(zip(["added_latency_p50_s", "added_latency_p90_s", "added_latency_p99_s"], _pcts(added), strict=True)),
         "errors": int(a["items"][failed].sum()),
         "errors_by_kind": dict(sorted(errors_by_kind.items())),
         "retries": int((a["attempts"] - 1).sum()),
