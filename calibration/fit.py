@@ -19,7 +19,6 @@ count) is fitted: those figures are the model's predictions.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -28,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from scipy import optimize
 
-from experiments.cli import load_scenario
+from experiments.cli import ArgParser, load_scenario
 from models import loadtest
 
 # domain.md §1, "Measured (these are the calibration targets the project may use)"
@@ -79,10 +78,15 @@ class Objective:
         )
 
 
-def fit(seeds: list[int], jobs: int) -> tuple[list[str], float, dict, dict]:
+def fit(seeds: list[int], jobs: int, quick: bool = False) -> tuple[list[str], float, dict, dict]:
+    """Grid, then Nelder–Mead, then the start-rate bisection. ``quick``: a two-point grid and a few steps (a
+    smoke test of the whole procedure, not a fit)."""
     with ProcessPoolExecutor(jobs) as pool:
         obj = Objective(pool, seeds)
-        grid = itertools.product([500.0, 1000.0, 2000.0], [3.0, 4.5, 6.0], [1.0, 2.0, 3.0], [1, 2])
+        if quick:
+            grid = itertools.product([1000.0, 2000.0], [4.5], [1.5], [1])
+        else:
+            grid = itertools.product([500.0, 1000.0, 2000.0], [3.0, 4.5, 6.0], [1.0, 2.0, 3.0], [1, 2])
         scored = sorted((obj.loss(overrides(*g)), g) for g in grid)
         best_loss, (sr, iv, cm, step) = scored[0]
         print(f"grid best: loss {best_loss:.3f} at start_rate={sr} interval_s={iv} cold={cm} step={step}", flush=True)
@@ -96,14 +100,14 @@ def fit(seeds: list[int], jobs: int) -> tuple[list[str], float, dict, dict]:
             f,
             x0,
             method="Nelder-Mead",
-            options={"initial_simplex": simplex, "xatol": 0.01, "fatol": 0.005, "maxfev": 150},
+            options={"initial_simplex": simplex, "xatol": 0.01, "fatol": 0.005, "maxfev": 4 if quick else 150},
         )
         sr, iv, cm = np.exp(res.x)
         # The reference test bounds the start limit only from below: above some rate it never binds and the loss
         # is flat. Take the lowest rate whose loss stays within 5% of the best, found by bisection (in log space).
         best = obj.loss(overrides(sr, iv, cm, step))
         lo, hi = np.log(sr / 8), np.log(sr)
-        for _ in range(8):
+        for _ in range(1 if quick else 8):
             mid = (lo + hi) / 2
             if obj.loss(overrides(np.exp(mid), iv, cm, step)) <= best * 1.05:
                 hi = mid
@@ -138,13 +142,16 @@ def write(sets: list[str], loss: float, figs: dict, profile: dict, seeds: list[i
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m calibration.fit", description=__doc__.splitlines()[0])
+    p = ArgParser(prog="python -m calibration.fit", description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=3, help="replications per evaluation (default 3)")
     p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("--out", type=Path, default=OUT, help=f"parameter file to write (default {OUT.name})")
+    p.add_argument("--quick", action="store_true", help="a smoke test of the procedure (seconds), not a fit")
     args = p.parse_args(argv)
     seeds = list(range(args.seeds))
-    sets, loss, figs, profile = fit(seeds, args.jobs)
+    if args.seeds < 1 or args.jobs < 1:
+        p.error("--seeds and --jobs must be >= 1")
+    sets, loss, figs, profile = fit(seeds, args.jobs, args.quick)
     write(sets, loss, figs, profile, seeds, args.out)
     print(args.out.read_text())
     return 0

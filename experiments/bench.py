@@ -10,7 +10,6 @@ Each figure is the best of ``--repeat`` runs (the least disturbed by other load 
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import json
 import sys
@@ -19,7 +18,7 @@ from collections import deque
 
 import numpy as np
 
-from experiments.cli import load_scenario
+from experiments.cli import ArgParser, load_scenario
 from models import loadtest
 
 LOADTESTS = ["loadtest-remote", "loadtest-spawn", "loadtest-copies", "loadtest-batching", "loadtest-server"]
@@ -116,7 +115,7 @@ def bench(quick: bool = False, repeat: int = 3) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m experiments.bench", description=__doc__.splitlines()[0])
+    p = ArgParser(prog="python -m experiments.bench", description=__doc__.splitlines()[0])
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quick", action="store_true", help="short runs (a smoke test, not a measurement)")
     p.add_argument("--repeat", type=int, default=3, help="runs per figure; the best is kept (default 3)")

@@ -165,10 +165,6 @@ class Function:
     def _container(self) -> Container | None:
         """A container with room: below target first, else any below max_inputs (a burst)."""
         spare = self._spare
-        if spare:
-            c = spare[-1]
-            if c.running < self._target and not c.retired:
-                return c
         while spare:
             c = spare[-1]
             if c.retired or c.running >= self._target:

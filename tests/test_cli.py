@@ -91,3 +91,14 @@ def test_bench_quick_runs():
     figures = json.loads(r.stdout)
     assert set(figures["loadtests"]) == set(__import__("experiments.bench").bench.LOADTESTS)
     assert figures["mmc"]["ratio"] > 0
+
+
+def test_calibration_fit_quick_writes_a_parameter_file_that_run_accepts(tmp_path, capsys):
+    out = tmp_path / "fitted.toml"
+    r = cli("calibration.fit", "--quick", "--seeds", "1", "--jobs", "1", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert "[limits]" in text and "start_rate" in text and "measured 589" in text
+    assert run.main(["loadtest-spawn", "--params", str(out), "--set", "duration_s=5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["calls_issued"] > 0
+    assert cli("calibration.fit", "--seeds", "0").returncode == 2
