@@ -85,6 +85,8 @@ class Load:
         self.issued = 0  # calls (items) issued
         self.completed = 0
         self.failed = 0
+        self.rejections: dict[str, int] = {}  # every rejected attempt, retried or not, by kind
+        self.lost: dict[str, float] = {}  # call-seconds lost to rejections, by kind (models/monitor.py)
         self._kinds, self._finished, self._items = log.kind, log.finished, log.items  # hot-path aliases
         self._pooled = http and cp.connection_limit > 0  # the client's HTTP connection pool binds
         self._conns = [0] * cp.count
@@ -130,12 +132,16 @@ class Load:
             self._send(self._conn_wait[client].popleft())
 
     def _rejected(self, call: int, kind: str) -> None:
+        self.rejections[kind] = self.rejections.get(kind, 0) + 1
         if self.cp.retry == "backoff":
             attempt = self.log.attempts.get(call, 1)
             self.log.attempts[call] = attempt + 1
             delay = min(self.cp.backoff_max_s, self.cp.backoff_base_s * 2 ** (attempt - 1))
-            self.sim.call_in(delay * self._jitter.uniform(0.5, 1.0), self._send, call)
+            delay *= self._jitter.uniform(0.5, 1.0)
+            self.lost[kind] = self.lost.get(kind, 0.0) + delay * self.log.items.get(call, 1)
+            self.sim.call_in(delay, self._send, call)
         else:
+            self.lost[kind] = self.lost.get(kind, 0.0) + self.loss_of_failure(call)
             self._failed(call, kind)
 
     # --- coming back -----------------------------------------------------------------------------------------
@@ -168,6 +174,14 @@ class Load:
     def _maybe_drained(self) -> None:
         if self.env._now >= self.duration:
             self.sim.stop()  # the test is over: nothing more is in flight or will be issued
+
+    def capacity(self, span: float) -> float:
+        """Call-seconds the load holds in flight over ``span`` seconds with nothing in its way."""
+        return self.cp.count * self.cp.in_flight * span
+
+    def loss_of_failure(self, call: int) -> float:
+        """Call-seconds lost when ``call`` fails unretried: in a closed loop its slot ends."""
+        return max(0.0, self.duration - self.env._now) * self.log.items.get(call, 1)
 
     # What a closed-loop caller does when a call is back (a subclass's method); open loops do nothing.
     returned: Callable[[int], None] | None = None
@@ -209,6 +223,9 @@ class BatchedRounds(Load):
             fails = bool(self.bp.item_failure_prob) and self._chunk_fails(k)
             self.new_call(client, max(works), items=k, fails=fails)
 
+    def capacity(self, span: float) -> float:
+        return self.cp.count * self.bp.round_items * span
+
     def _chunk_fails(self, k: int) -> bool:
         return bool(self._fail_rng.random() < 1.0 - (1.0 - self.bp.item_failure_prob) ** k)
 
@@ -228,6 +245,14 @@ class OpenLoop(Load):
     def __init__(self, *args, rate: float, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._gap = Exponential(1.0 / rate).sampler(self.streams.get("arrivals"))
+        self.rate = rate
+        self.mean_work = kwargs["work"].mean
+
+    def capacity(self, span: float) -> float:
+        return self.rate * self.mean_work * span
+
+    def loss_of_failure(self, call: int) -> float:
+        return self.log.work[call]  # an open loop loses the call, not a slot
 
     def start(self) -> None:
         self._target = self.targets[0]

@@ -69,7 +69,9 @@ class FunctionParams:
     max_inputs: int = param(1, ge=1, source="@modal.concurrent(max_inputs=N) (domain.md §1; Modal default 1)")
     target_inputs: int = param(0, ge=0, source="@modal.concurrent(target_inputs=T); 0 = max_inputs (Modal default)")
     containers: int = param(0, ge=0, doc="> 0: a fixed pool of always-warm containers, no autoscaling (mmc)")
-    copies: int = param(1, ge=1, doc="deployed app copies of the Function; caller i uses copy i mod copies")
+    copies: int = param(
+        1, ge=0, doc="deployed app copies of the Function; caller i uses copy i mod copies; 0 = one per client"
+    )
 
     def __post_init__(self) -> None:
         if self.target_inputs > self.max_inputs:
@@ -229,6 +231,19 @@ class Function:
             if pending:
                 self._start_pending()  # no start token: schedules the limiter's wake-up
         self.on_done(call)
+
+    def state(self) -> tuple[int, int, int, str | None]:
+        """(running, pending, containers, why pending inputs wait): what models/monitor.py samples."""
+        pending = len(self.pending)
+        why = None
+        if pending:
+            if any(c.running < self._max for c in self.pool.ready):
+                why = "start_rate"
+            elif self.pool.p.max_containers and self.pool.size >= self.pool.p.max_containers:
+                why = "max_containers"
+            else:
+                why = "autoscaler"
+        return sum(self.n_running), pending, self.pool.size, why
 
     # --- autoscaling -----------------------------------------------------------------------------------------
     def _wanted(self) -> int:

@@ -15,9 +15,12 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 from models.autoscaler import AutoscalerParams
 from models.clients import ArrivalParams, BatchedRounds, BatchingParams, ClientParams, ClosedLoop, Load, OpenLoop
 from models.function import ASYNC, SYNC, Function, FunctionParams, LimitParams
+from models.monitor import Monitor
 from models.server import Proxy, ServerParams
 from sim.dists import Dist, Uniform
 from sim.engine import Sim
@@ -63,8 +66,14 @@ class Scenario:
         return c.count * c.in_flight / self.work.mean
 
 
-def run(sc: Scenario, seed: int = 0) -> dict:
-    """Simulate one scenario; return its metrics (interfaces.md, "Function load tests")."""
+MONITOR_DT = 0.5  # seconds between the monitor's samples (models/monitor.py)
+
+
+def run(sc: Scenario, seed: int = 0, series: dict | None = None) -> dict:
+    """Simulate one scenario; return its metrics (interfaces.md, "Function load tests").
+
+    Pass a dict as ``series`` to receive time series sampled every MONITOR_DT: t, running, pending, containers,
+    started (cumulative) and accepted (cumulative: started + pending)."""
     wall0 = time.perf_counter()
     sim = Sim()
     streams = Streams(seed)
@@ -91,16 +100,24 @@ def run(sc: Scenario, seed: int = 0) -> dict:
     if sc.approach == "server":
         load.targets.append(Proxy(sim, "server", sc.server, sc.autoscaler, streams, log, load.done))
     else:
-        copies = sc.function.copies
+        copies = sc.function.copies or sc.clients.count
         for i in range(copies):
             name = "function" if copies == 1 else f"function-copy-{i}"
             load.targets.append(Function(sim, name, sc.function, sc.limits, sc.autoscaler, streams, log, load.done))
 
+    monitor = Monitor(sim, load.targets, MONITOR_DT, (sc.warmup_s, sc.duration_s), keep_series=series is not None)
     load.begin()
     sim.run(until=sc.duration_s + sc.drain_s)  # or until the last call in flight is back after the duration
     end = sim.now
 
     metrics = summarize(log, Window(sc.warmup_s, sc.duration_s))
+    metrics["rejections_by_kind"] = dict(sorted(load.rejections.items()))
+    metrics.update(monitor.diagnosis(load.lost, load.capacity(sc.duration_s - sc.warmup_s)))
+    if series is not None:
+        series.update(monitor.series)
+        started = np.sort(np.asarray(log.started, dtype=float))
+        series["started"] = np.searchsorted(started, series["t"], side="right").tolist()
+        series["accepted"] = [s + p for s, p in zip(series["started"], series["pending"], strict=True)]
     pools = [t.pool for t in load.targets]
     metrics.update(
         ideal_calls_per_s=sc.ideal_calls_per_s(),

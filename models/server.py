@@ -84,6 +84,10 @@ class Proxy:
         self.active -= 1
         self.on_done(call)
 
+    def state(self) -> tuple[int, int, int, str | None]:
+        """(running, pending, containers, why): the proxy queues nothing; its limits show as 503 and 429."""
+        return self.active, 0, self.pool.size, None
+
     def _wanted(self) -> int:
         now = self.sim.now
         self._peaks.append((now, self._peak_since_decision))

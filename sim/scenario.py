@@ -195,3 +195,16 @@ def resolve(scenario: str, sets: list[str] = (), params_files: list[str] = ()) -
         key, text = s.split("=", 1)
         set_dotted(tree, key.strip(), parse_value(text.strip()))
     return tree, base
+
+
+def schema_keys(cls: type, prefix: str = "") -> set[str]:
+    """Every dotted key a scenario of schema ``cls`` accepts."""
+    out: set[str] = set()
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp) and tp is not Dist:
+            out |= schema_keys(tp, f"{prefix}{f.name}.")
+        else:
+            out.add(prefix + f.name)
+    return out

@@ -1,0 +1,474 @@
+"""Sweep scenarios across scales: ``python -m experiments.sweep [SPEC] [--set K=V]... [--factor K=V1,V2,...]...
+[--seeds N] [--out DIR] [--jobs N] [--executor process|serial] [--fresh] [--quick]``.
+
+A sweep is a base scenario, optional named variants (each its own scenario, e.g. one per approach), factors (the
+cartesian product of key → values) and seeds per point (experiments/sweeps/*.toml; with no SPEC the built-in
+``loadtest-scale``). SPEC may also be a scenario (a preset name or a scenario file): the sweep of that scenario over
+the ``--factor``s. Seed s is the same seed at every point, so points share their random streams (common random
+numbers) while seeds are independent replications.
+
+Rows (one per point and seed: every parameter, the seed, the metrics, wall_s and error) are appended to
+``OUT/results.csv`` as points finish. A point that fails records its error and the sweep goes on. Running the same
+command again continues where a killed sweep stopped; ``--fresh`` starts over. At the end the table is also written
+as ``results.parquet`` (sorted by point and seed), summaries across seeds as ``summary.csv``, and the plotted report
+(experiments/report.py) under OUT (default ``runs/<spec name>/``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import asdict, dataclass
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from experiments.cli import ArgParser, main_guard
+from models import loadtest
+from models.loadtest import Scenario
+from sim.scenario import (
+    PRESETS,
+    ScenarioError,
+    build,
+    flatten,
+    parse_value,
+    read_toml,
+    resolve,
+    schema_keys,
+    set_dotted,
+    to_dict,
+)
+
+SWEEPS = Path(__file__).resolve().parent / "sweeps"
+DEFAULT = "loadtest-scale"
+ERROR_KINDS = ("rate_limited", "queue_full", "http_503", "http_429", "item_failed", "timeout")
+SPEC_KEYS = {"name", "description", "seeds", "scale", "base", "factors", "variants", "report", "quick"}
+
+
+@dataclass(frozen=True)
+class Point:
+    index: int
+    variant: str
+    scenario: str  # preset name or scenario file
+    sets: tuple[tuple[str, Any], ...]  # overrides in order: base, variant, factors
+
+    def tree(self) -> tuple[dict, Path | None]:
+        tree, base = resolve(self.scenario)
+        for key, value in self.sets:
+            set_dotted(tree, key, value)
+        return tree, base
+
+    def cost(self) -> float:
+        """Calls to simulate with no overhead, for scheduling the big points first (0 if it does not build)."""
+        try:
+            tree, base = self.tree()
+            sc = build(Scenario, tree, base_dir=base)
+        except ScenarioError:
+            return 0.0
+        return sc.ideal_calls_per_s() * sc.duration_s
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    description: str
+    seeds: int
+    scale: str | None  # the report's x axis
+    factors: dict[str, list]
+    points: tuple[Point, ...]
+    report_point: int  # the point whose time series the report draws
+
+    def key(self) -> str:
+        """What identifies the sweep's results (a rerun must be the same sweep to continue it)."""
+        return json.dumps({"seeds": self.seeds, "points": [asdict(p) for p in self.points]}, sort_keys=True)
+
+
+def _check_keys(where: str, data: dict, allowed: set[str]) -> None:
+    for k in data:
+        if k not in allowed:
+            raise ScenarioError(f"{where}{k}: unknown key (known here: {', '.join(sorted(allowed))})")
+
+
+def _table(where: str, value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise ScenarioError(f"{where}: expected a table, got {value!r}")
+    return value
+
+
+def _scenario_keys(where: str, sets: dict) -> list[tuple[str, Any]]:
+    keys = schema_keys(Scenario)
+    for k in sets:
+        if k not in keys:
+            raise ScenarioError(f"{where}.{k}: not a scenario key")
+    return list(sets.items())
+
+
+def load_spec(
+    arg: str | None, sets: list[str] = (), factors: list[str] = (), seeds: int | None = None, quick: bool = False
+) -> Spec:
+    """Read a sweep spec (or a scenario to sweep), apply the command line, and expand its points."""
+    name = arg or DEFAULT
+    path = Path(name)
+    if (SWEEPS / f"{name}.toml").exists():
+        path, raw = SWEEPS / f"{name}.toml", read_toml(SWEEPS / f"{name}.toml")
+    elif path.suffix == ".toml" and path.exists() and {"base", "factors", "variants"} & set(read_toml(path)):
+        raw = read_toml(path)
+    else:  # a scenario: sweep it over the --factors
+        resolve(name)  # fails with a clear line if it is neither
+        raw = {"name": Path(name).stem, "base": {"scenario": name}}
+    base_dir = path.parent if path.suffix == ".toml" else Path.cwd()
+    _check_keys("", raw, SPEC_KEYS)
+    spec_name = raw.get("name", path.stem)
+    if not isinstance(spec_name, str) or not spec_name or "/" in spec_name:
+        raise ScenarioError(f"name: expected a plain name, got {spec_name!r}")
+
+    base = _table("base", raw.get("base", {}))
+    _check_keys("base.", base, {"scenario", "set"})
+    base_scenario = base.get("scenario", "")
+    base_sets = _scenario_keys("base.set", _table("base.set", base.get("set", {})))
+    factor_table = dict(_table("factors", raw.get("factors", {})))
+    n_seeds = raw.get("seeds", 1)
+
+    if quick:
+        q = _table("quick", raw.get("quick")) if "quick" in raw else None
+        if q is None:
+            raise ScenarioError(f"{name}: has no [quick] table, so there is no --quick version of it")
+        _check_keys("quick.", q, {"seeds", "factors", "set"})
+        n_seeds = q.get("seeds", n_seeds)
+        factor_table.update(_table("quick.factors", q.get("factors", {})))
+        base_sets += _scenario_keys("quick.set", _table("quick.set", q.get("set", {})))
+    for s in sets:
+        if "=" not in s:
+            raise ScenarioError(f"--set {s}: expected KEY=VALUE")
+        k, v = s.split("=", 1)
+        base_sets += _scenario_keys("--set", {k.strip(): parse_value(v.strip())})
+    for f in factors:
+        if "=" not in f:
+            raise ScenarioError(f"--factor {f}: expected KEY=V1,V2,...")
+        k, v = f.split("=", 1)
+        factor_table[k.strip()] = [parse_value(x.strip()) for x in v.split(",") if x.strip()]
+    if seeds is not None:
+        n_seeds = seeds
+    if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or n_seeds < 1:
+        raise ScenarioError(f"seeds: expected an integer >= 1, got {n_seeds!r}")
+    _scenario_keys("factors", factor_table)
+    for k, values in factor_table.items():
+        if not isinstance(values, list) or not values:
+            raise ScenarioError(f"factors.{k}: expected a non-empty list of values, got {values!r}")
+
+    variants = raw.get("variants", [])
+    if not isinstance(variants, list):
+        raise ScenarioError("variants: expected an array of tables ([[variants]])")
+    if not variants:
+        if not base_scenario:
+            raise ScenarioError("base.scenario: a sweep without variants needs a base scenario")
+        variants = [{"name": "base", "scenario": base_scenario}]
+    expanded = []
+    for i, v in enumerate(variants):
+        v = _table(f"variants[{i}]", v)
+        _check_keys(f"variants[{i}].", v, {"name", "scenario", "set"})
+        vname = v.get("name", f"variant-{i}")
+        scenario = v.get("scenario", base_scenario)
+        if not scenario:
+            raise ScenarioError(f"variants[{i}].scenario: missing (and no base.scenario)")
+        scenario = _locate(scenario, base_dir)
+        resolve(scenario)  # an unknown preset or unreadable file is the spec's error, not a point's
+        expanded.append((vname, scenario, _scenario_keys(f"variants[{i}].set", _table("set", v.get("set", {})))))
+
+    points = []
+    keys = list(factor_table)
+    for vname, scenario, vsets in expanded:
+        for combo in product(*(factor_table[k] for k in keys)):
+            sets_ = tuple(base_sets + vsets + list(zip(keys, combo, strict=True)))
+            points.append(Point(len(points), vname, scenario, sets_))
+
+    scale = raw.get("scale", keys[0] if keys else None)
+    report = _table("report", raw.get("report", {}))
+    _check_keys("report.", report, {"point"})
+    return Spec(
+        spec_name,
+        raw.get("description", ""),
+        n_seeds,
+        scale,
+        factor_table,
+        tuple(points),
+        _report_point(points, report.get("point", {}), scale, factor_table),
+    )
+
+
+def _locate(scenario: str, base_dir: Path) -> str:
+    """A preset name stays a name; a relative scenario file is taken relative to the spec."""
+    if (PRESETS / f"{scenario}.toml").exists() or Path(scenario).is_absolute():
+        return scenario
+    candidate = base_dir / scenario
+    return str(candidate) if candidate.exists() else scenario
+
+
+def _report_point(points: list[Point], want: dict, scale: str | None, factors: dict) -> int:
+    """The point nearest [report] point = {variant = ..., KEY = value} (exact where the sweep has it, e.g. not in a
+    --quick version); default: the first variant at the middle scale."""
+    if not want and scale and scale in factors:
+        want = {scale: factors[scale][len(factors[scale]) // 2]}
+    candidates = [p for p in points if p.variant == want.get("variant", p.variant)]
+    if not candidates:
+        raise ScenarioError(f"report.point: no variant named {want.get('variant')!r}")
+
+    def distance(p: Point) -> float:
+        values = dict(p.sets)
+        d = 0.0
+        for k, v in want.items():
+            if k == "variant" or k not in values:
+                continue
+            got = values[k]
+            both_numbers = isinstance(v, (int, float)) and isinstance(got, (int, float))
+            d += abs(math.log2(max(got, 1e-9) / max(v, 1e-9))) if both_numbers else float(got != v)
+        return d
+
+    return min(candidates, key=distance).index
+
+
+# --- running ---------------------------------------------------------------------------------------------------
+
+
+def run_point(point: Point, seed: int) -> dict:
+    """One row: the point's parameters, the seed, its metrics, wall_s and error (empty if it ran)."""
+    row: dict[str, Any] = {"point": point.index, "variant": point.variant, "seed": seed}
+    t0 = time.perf_counter()
+    try:
+        tree, base = point.tree()
+        row.update(flatten(tree))
+        sc = build(Scenario, tree, base_dir=base)
+        row.update(flatten(to_dict(sc)))
+        metrics = loadtest.run(sc, seed=seed)
+        row.update(_flat_metrics(metrics))
+        row["error"] = ""
+    except ScenarioError as e:
+        row["error"] = str(e)
+    except Exception as e:  # a failing point records its error; the sweep goes on
+        row["error"] = f"{type(e).__name__}: {e}"
+    row["wall_s"] = time.perf_counter() - t0
+    return row
+
+
+def _flat_metrics(m: dict) -> dict:
+    out = {}
+    for k, v in m.items():
+        if k in ("errors_by_kind", "rejections_by_kind"):
+            prefix = k.split("_by_")[0]
+            for kind in ERROR_KINDS:
+                out[f"{prefix}.{kind}"] = v.get(kind, 0)
+            out[f"{prefix}.other"] = sum(n for kind, n in v.items() if kind not in ERROR_KINDS)
+        elif k != "wall_s":
+            out[k] = v
+    return out
+
+
+def columns() -> list[str]:
+    """The results table's columns, fixed so that rows can be appended as they come."""
+    probe = build(Scenario, {"duration_s": 1.0, "clients": {"count": 1, "in_flight": 1}})
+    metrics = list(_flat_metrics(loadtest.run(probe, seed=0)))
+    return ["point", "variant", "seed", *flatten(to_dict(probe)), *metrics, "wall_s", "error"]
+
+
+class Progress:
+    """Points done, and an ETA, on one line of stderr."""
+
+    def __init__(self, total: int, done: int) -> None:
+        self.total, self.done, self.start_done = total, done, done
+        self.t0 = time.monotonic()
+        self.tty = sys.stderr.isatty()
+        self._last = -1
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        ran = self.done - self.start_done
+        elapsed = time.monotonic() - self.t0
+        eta = elapsed / ran * (self.total - self.done) if ran else 0.0
+        width = 30
+        filled = int(width * self.done / self.total) if self.total else width
+        line = (
+            f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} runs, {elapsed:.0f} s, ETA {eta:.0f} s"
+        )
+        if self.tty:
+            print("\r" + line, end="", file=sys.stderr, flush=True)
+        elif self.done * 10 // max(self.total, 1) != self._last:  # a line per tenth in a log
+            self._last = self.done * 10 // max(self.total, 1)
+            print(line, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.tty:
+            print(file=sys.stderr)
+
+
+def _done_rows(path: Path) -> set[tuple[int, int]]:
+    """(point, seed) of the rows already written; a torn last line (a killed write) is cut off."""
+    if not path.exists():
+        return set()
+    text = path.read_text()
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+        path.write_text(text)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    return {(int(r["point"]), int(r["seed"])) for r in rows}
+
+
+def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh: bool = False) -> pd.DataFrame:
+    """Run every (point, seed) not yet in OUT/results.csv; return the whole table, sorted."""
+    out.mkdir(parents=True, exist_ok=True)
+    results, spec_file = out / "results.csv", out / "spec.json"
+    if fresh:
+        for f in (results, spec_file, out / "sweep.json", out / "results.parquet", out / "summary.csv"):
+            f.unlink(missing_ok=True)
+    if spec_file.exists() and spec_file.read_text() != spec.key():
+        raise ScenarioError(f"{out}: holds results of a different sweep; use --fresh or another --out")
+    spec_file.write_text(spec.key())
+    meta = {
+        "name": spec.name,
+        "description": spec.description,
+        "scale": spec.scale,
+        "report_point": spec.report_point,
+        "seeds": spec.seeds,
+        "factors": spec.factors,
+    }
+    (out / "sweep.json").write_text(json.dumps(meta, indent=1))
+
+    header = columns()
+    done = _done_rows(results)
+    todo = [
+        (p, s)
+        for p in sorted(spec.points, key=lambda p: -p.cost())
+        for s in range(spec.seeds)
+        if (p.index, s) not in done
+    ]
+    progress = Progress(len(spec.points) * spec.seeds, len(done))
+    new_file = not results.exists() or results.stat().st_size == 0
+    with open(results, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=header, restval="")
+        if new_file:
+            writer.writeheader()
+
+        def write(row: dict) -> None:
+            unknown = set(row) - set(header)
+            if unknown:
+                row["error"] = (row.get("error") or "") + f" (unexpected columns {sorted(unknown)})"
+                row = {k: v for k, v in row.items() if k in header}
+            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+            f.flush()  # a row is on disk once its point is done: a killed sweep loses nothing finished
+            progress.update()
+
+        if executor == "serial" or jobs == 1:
+            for p, s in todo:
+                write(run_point(p, s))
+        else:
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                pending: set[Future] = {pool.submit(run_point, p, s) for p, s in todo}
+                try:
+                    while pending:
+                        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                        for fut in finished:
+                            write(fut.result())
+                except BaseException:
+                    for fut in pending:
+                        fut.cancel()
+                    raise
+    progress.close()
+    table = read_results(results)
+    table.to_parquet(out / "results.parquet", index=False)
+    return table
+
+
+def read_results(path: Path) -> pd.DataFrame:
+    """The results table (CSV or Parquet), sorted by point and seed."""
+    try:
+        table = (
+            pd.read_parquet(path)
+            if path.suffix == ".parquet"
+            else pd.read_csv(path, keep_default_na=False, na_values=[""])
+        )
+    except (OSError, ValueError) as e:
+        raise ScenarioError(f"{path}: cannot read a results table: {e}") from None
+    if not {"point", "seed", "variant"} <= set(table.columns):
+        raise ScenarioError(f"{path}: not a results table (no point, seed and variant columns)")
+    table["error"] = table["error"].astype(object).where(table["error"].notna(), "").astype(str)
+    return table.sort_values(["point", "seed"], kind="stable").reset_index(drop=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = ArgParser(prog="python -m experiments.sweep", description=__doc__.splitlines()[0])
+    p.add_argument(
+        "spec", nargs="?", help=f"sweep spec (experiments/sweeps/NAME.toml or a file) or a scenario; default {DEFAULT}"
+    )
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario key at every point (repeatable)",
+    )
+    p.add_argument(
+        "--factor",
+        dest="factors",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="sweep a scenario key over values (repeatable; replaces the spec's factor of that key)",
+    )
+    p.add_argument("--seeds", type=int, help="replications per point (default: the spec's)")
+    p.add_argument("--out", type=Path, help="output folder (default runs/<spec name>/)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
+    p.add_argument(
+        "--executor",
+        choices=["process", "serial"],
+        default="process",
+        help="process: a local process pool (default); serial: in this process",
+    )
+    p.add_argument("--fresh", action="store_true", help="discard results in --out and start over")
+    p.add_argument("--quick", action="store_true", help="the spec's reduced version (the default: under a minute)")
+    p.add_argument("--no-report", action="store_true", help="write the results only")
+    args = p.parse_args(argv)
+    if args.jobs < 1:
+        p.error(f"--jobs: must be >= 1, got {args.jobs}")
+
+    def go() -> int:
+        from experiments import report
+
+        spec = load_spec(args.spec, args.sets, args.factors, args.seeds, args.quick)
+        out = args.out or Path("runs") / (spec.name + ("-quick" if args.quick else ""))
+        t0 = time.perf_counter()
+        table = run_sweep(spec, out, args.jobs, args.executor, args.fresh)
+        wall = time.perf_counter() - t0
+        failed = int((table["error"] != "").sum())
+        print(f"{len(table)} rows ({failed} with errors) in {out}/results.csv and results.parquet; {wall:.1f} s")
+        if not args.no_report:
+            page = report.make_report(
+                table,
+                out,
+                title=spec.name,
+                description=spec.description,
+                scale=spec.scale,
+                timeseries_point=spec.report_point,
+            )
+            print(f"report: {page}")
+        return 0
+
+    try:
+        return main_guard("experiments.sweep", go)
+    except KeyboardInterrupt:
+        print(
+            "\nexperiments.sweep: interrupted; finished rows are kept, run the same command to continue",
+            file=sys.stderr,
+        )
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""What limits a load test: a monitor sampling the Functions' state, and the binding-limit diagnosis.
+
+Every ``dt`` seconds of simulated time (a slow SimPy process, not the per-call path) the monitor reads each
+Function's pending queue, running inputs and containers, and why inputs wait: a container has room but the start
+limiter has no token (``start_rate``), every container is full and more are on the way or not yet asked for
+(``autoscaler``: decision interval, scale-up step, cold starts), or the pool is at ``max_containers``.
+
+``binding_limit`` names the limit that costs the most, each cost counted in the same unit: call-seconds lost, as
+a share of the call-seconds the load would hold in flight over the measurement window. Pending inputs lose their
+time in the queue (sampled: pending inputs × dt, by reason); a rejected call that is retried loses its backoff;
+one that is not loses the rest of its slot in a closed loop (the caller's task ended) or its own work in an open
+one. Rejections map to limits by kind: ``accept_rate`` (rate_limited), ``pending_cap`` (queue_full), ``http_503``
+(no ready container), ``http_429`` (max_concurrency). Below 5% for all, nothing binds but the load itself:
+``none``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from sim.engine import Sim
+
+THRESHOLD = 0.05
+REJECTION_LIMITS = {
+    "rate_limited": "accept_rate",
+    "queue_full": "pending_cap",
+    "http_503": "http_503",
+    "http_429": "http_429",
+}
+WAIT_LIMITS = ("start_rate", "autoscaler", "max_containers")
+
+
+class Observed(Protocol):
+    def state(self) -> tuple[int, int, int, str | None]:
+        """(running, pending, containers, why pending inputs wait or None)."""
+        ...
+
+
+class Monitor:
+    def __init__(
+        self, sim: Sim, targets: Sequence[Observed], dt: float, window: tuple[float, float], keep_series: bool = False
+    ) -> None:
+        self.sim = sim
+        self.targets = targets
+        self.dt = dt
+        self.window = window
+        self.waited = dict.fromkeys(WAIT_LIMITS, 0.0)  # input-seconds spent pending in the window, by reason
+        self.series: dict[str, list[float]] | None = (
+            {"t": [], "running": [], "pending": [], "containers": []} if keep_series else None
+        )
+        sim.env.process(self._loop())
+
+    def _loop(self):
+        env = self.sim.env
+        while True:
+            self._sample(env.now)
+            yield env.timeout(self.dt)
+
+    def _sample(self, now: float) -> None:
+        running = pending = containers = 0
+        in_window = self.window[0] <= now < self.window[1]
+        for t in self.targets:
+            r, p, c, why = t.state()
+            running += r
+            pending += p
+            containers += c
+            if in_window and why is not None:
+                self.waited[why] += p * self.dt
+        if self.series is not None:
+            for k, v in (("t", now), ("running", running), ("pending", pending), ("containers", containers)):
+                self.series[k].append(v)
+
+    def diagnosis(self, lost: dict[str, float], capacity: float) -> dict:
+        """The binding limit and the shares it was chosen from; ``lost`` is the callers' call-seconds lost to
+        rejections by kind, ``capacity`` the call-seconds the load would hold in flight over the window."""
+        shares = {w: self.waited[w] / capacity if capacity else 0.0 for w in WAIT_LIMITS}
+        for kind, limit in REJECTION_LIMITS.items():
+            shares[limit] = lost.get(kind, 0.0) / capacity if capacity else 0.0
+        limit, share = max(shares.items(), key=lambda kv: kv[1])
+        return {
+            "binding_limit": limit if share >= THRESHOLD else "none",
+            "binding_share": share,
+            **{f"limit_share_{k}": v for k, v in sorted(shares.items())},
+        }

@@ -1,0 +1,185 @@
+"""experiments.sweep and experiments.report: spec parsing, resume, determinism, errors per point, the report."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import numpy as np
+import pandas as pd
+import pytest
+
+from experiments import report, sweep
+from sim.scenario import ScenarioError
+
+SMALL = ["--set", "duration_s=10", "--factor", "clients.count=1,2", "--seeds", "2", "--no-report"]
+
+
+def write_spec(tmp_path: Path, text: str) -> Path:
+    f = tmp_path / "spec.toml"
+    f.write_text(text)
+    return f
+
+
+@pytest.mark.parametrize(
+    "text, names",
+    [
+        ('name = "x"\nseeds = 2\nbogus = 1\n[base]\nscenario = "loadtest-spawn"\n', "bogus"),
+        ('name = "x"\nseeds = 0\n[base]\nscenario = "loadtest-spawn"\n', "seeds"),
+        ('name = "x"\n[base]\nscenario = "loadtest-spawn"\n[factors]\n"clients.cuont" = [1]\n', "clients.cuont"),
+        ('name = "x"\n[base]\nscenario = "loadtest-spawn"\n[factors]\n"clients.count" = 4\n', "clients.count"),
+        ('name = "x"\n[base]\nscenario = "no-such-preset"\n', "no-such-preset"),
+        ('name = "x"\n[base]\nscenario = "loadtest-spawn"\nset = { "limits.rate" = 3 }\n', "limits.rate"),
+        ('name = "x"\n[[variants]]\nname = "a"\nscenario = "loadtest-spawn"\ncolour = 1\n', "colour"),
+        ('name = "x"\nseeds = \n', "spec.toml"),
+    ],
+)
+def test_bad_specs_exit_2_naming_the_key(tmp_path, capsys, text, names):
+    assert sweep.main([str(write_spec(tmp_path, text)), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert names in err and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    "args, names",
+    [
+        (["--factor", "clients.count"], "--factor"),
+        (["--factor", "nope.key=1,2"], "nope.key"),
+        (["--set", "clients.count"], "--set"),
+        (["--seeds", "0"], "seeds"),
+        (["--jobs", "0"], "--jobs"),
+        (["no-such-spec"], "no-such-spec"),
+        (["loadtest-spawn", "--quick"], "quick"),
+    ],
+)
+def test_bad_command_lines_exit_2(tmp_path, capsys, args, names):
+    code = _exit_code(lambda: sweep.main([*args, "--out", str(tmp_path / "o")]))
+    assert code == 2
+    assert names in capsys.readouterr().err
+
+
+def _exit_code(fn) -> int:
+    try:
+        return fn()
+    except SystemExit as e:
+        return e.code
+
+
+def test_spec_expansion_and_command_line():
+    spec = sweep.load_spec(None, ["duration_s=5"], ["clients.count=1,2"], seeds=2)
+    assert spec.name == "loadtest-scale" and spec.seeds == 2
+    assert len(spec.points) == 5 * 2  # five approaches × two scales
+    copies = [p for p in spec.points if p.variant == "copies"]
+    assert ("function.copies", 0) in copies[0].sets and ("clients.count", 2) in copies[1].sets
+    assert spec.points[spec.report_point].variant == "spawn"
+    assert dict(spec.points[spec.report_point].sets)["clients.count"] == 2  # nearest to the reference 8
+    quick = sweep.load_spec(None, quick=True)
+    assert quick.seeds == 2 and quick.factors["clients.count"] == [1, 4, 16]
+    single = sweep.load_spec("loadtest-spawn", [], ["clients.count=1,2,3"])
+    assert [p.variant for p in single.points] == ["base"] * 3
+
+
+def test_results_identical_with_one_and_two_jobs(tmp_path):
+    tables = []
+    for jobs in (1, 2):
+        out = tmp_path / f"j{jobs}"
+        assert sweep.main(["loadtest-copies", *SMALL, "--jobs", str(jobs), "--out", str(out)]) == 0
+        tables.append(pd.read_parquet(out / "results.parquet").drop(columns=["wall_s"]))
+    pd.testing.assert_frame_equal(tables[0], tables[1])
+    assert len(tables[0]) == 4 and (tables[0]["error"] == "").all()
+    # common random numbers: seed 0 at both points draws the same work (the same first call's work sample)
+    assert tables[0]["seed"].tolist() == [0, 1, 0, 1]
+
+
+def test_a_failing_point_records_its_error_and_the_rest_complete(tmp_path):
+    out = tmp_path / "o"
+    args = ["loadtest-spawn", "--set", "duration_s=5", "--factor", "limits.start_rate=100,-1,1000", "--seeds", "1"]
+    assert sweep.main([*args, "--out", str(out), "--jobs", "1", "--no-report"]) == 0
+    t = pd.read_parquet(out / "results.parquet")
+    assert len(t) == 3
+    bad = t[t["limits.start_rate"] == -1]
+    assert "limits.start_rate" in bad["error"].iloc[0] and "must be > 0" in bad["error"].iloc[0]
+    assert (t[t["limits.start_rate"] != -1]["error"] == "").all()
+    assert t[t["limits.start_rate"] != -1]["calls_per_s"].notna().all()
+
+
+def test_a_killed_sweep_resumes_without_losing_or_duplicating(tmp_path):
+    out = tmp_path / "o"
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.sweep",
+        "loadtest-copies",
+        "--set",
+        "duration_s=30",
+        "--factor",
+        "clients.count=1,2,3,4,5,6",
+        "--seeds",
+        "3",
+        "--jobs",
+        "2",
+        "--no-report",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    results = out / "results.csv"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # kill once some rows, not all, are written
+        if results.exists() and 3 <= sum(1 for _ in results.open()) - 1 < 18:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with results.open("a") as f:
+        f.write("7,copies,0,torn")  # a row cut by the kill: no newline
+    before = sum(1 for _ in csv.DictReader(results.open()))
+    assert 0 < before < 18 + 1
+    assert subprocess.run(cmd, capture_output=True, timeout=300).returncode == 0
+    t = pd.read_parquet(out / "results.parquet")
+    assert len(t) == 18 and not t.duplicated(["point", "seed"]).any()
+    assert (t["error"] == "").all()
+    # a different sweep into the same folder is refused; --fresh starts over
+    other = [*cmd[:-2], "--seeds", "1", "--out", str(out)]
+    assert subprocess.run(other, capture_output=True, timeout=60).returncode == 2
+    assert subprocess.run([*other, "--fresh"], capture_output=True, timeout=120).returncode == 0
+    assert len(pd.read_parquet(out / "results.parquet")) == 6
+
+
+def test_quick_sweep_report_embeds_every_figure_and_each_png_has_data(tmp_path):
+    out = tmp_path / "quick"
+    t0 = time.monotonic()
+    assert sweep.main(["--quick", "--out", str(out)]) == 0
+    assert time.monotonic() - t0 < 60
+    page = (out / "report.html").read_text()
+    pngs = sorted(out.glob("*.png"))
+    names = {p.stem for p in pngs}
+    assert names == {"throughput", "latency", "containers", "errors", "binding", "timeseries"}
+    assert page.count("data:image/png;base64,") == len(pngs)
+    assert "<img" in page and 'src="http' not in page  # self-contained
+    for p in pngs:
+        img = mpimg.imread(p)
+        assert img.shape[0] > 200 and img.shape[1] > 200
+        assert np.unique(img.reshape(-1, img.shape[-1]), axis=0).shape[0] > 50  # drawn, not blank
+    for series in ("remote", "spawn", "copies", "batching", "server"):
+        assert series in page
+    assert "Where each series leaves the ideal line" in page and "accept_rate" in page
+    assert "simpy" in page and "numpy" in page  # versions
+    # the report redraws from the results table alone
+    (out / "report.html").unlink()
+    assert report.main([str(out / "results.parquet")]) == 0
+    assert (out / "report.html").exists()
+    assert report.main([str(tmp_path / "missing.parquet")]) == 2
+
+
+def test_read_results_rejects_a_table_that_is_not_one(tmp_path):
+    f = tmp_path / "x.csv"
+    f.write_text("a,b\n1,2\n")
+    with pytest.raises(ScenarioError, match="not a results table"):
+        sweep.read_results(f)
