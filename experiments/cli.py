@@ -10,8 +10,13 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+from models import loadtest, sandboxes
 from models.loadtest import Scenario
+from models.sandboxes import SandboxScenario
 from sim.scenario import ScenarioError, build, resolve
+
+# A scenario's top-level `model` key picks its schema and its run function.
+MODELS = {"function": (Scenario, loadtest.run), "sandboxes": (SandboxScenario, sandboxes.run)}
 
 BAD_INPUT = 2
 
@@ -24,9 +29,24 @@ class ArgParser(argparse.ArgumentParser):
         sys.exit(BAD_INPUT)
 
 
-def load_scenario(name: str, sets: list[str], params: list[str]) -> Scenario:
+def schema_of(tree: dict) -> type:
+    model = tree.get("model", "function")
+    if model not in MODELS:
+        raise ScenarioError(f"model: must be one of {', '.join(MODELS)}; got {model!r}")
+    return MODELS[model][0]
+
+
+def build_scenario(tree: dict, base_dir=None) -> Scenario | SandboxScenario:
+    return build(schema_of(tree), tree, base_dir=base_dir)
+
+
+def load_scenario(name: str, sets: list[str], params: list[str]) -> Scenario | SandboxScenario:
     tree, base = resolve(name, sets, params)
-    return build(Scenario, tree, base_dir=base)
+    return build_scenario(tree, base)
+
+
+def run_scenario(sc: Scenario | SandboxScenario, seed: int = 0, series: dict | None = None) -> dict:
+    return MODELS[sc.model][1](sc, seed=seed, series=series)
 
 
 def main_guard(prog: str, fn: Callable[[], int]) -> int:

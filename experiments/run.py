@@ -9,21 +9,36 @@ from __future__ import annotations
 import json
 import sys
 
-from experiments.cli import ArgParser, load_scenario, main_guard
-from models import loadtest
+from experiments.cli import ArgParser, load_scenario, main_guard, run_scenario
 from sim.scenario import to_dict
 
-HEADLINE = [
-    "calls_per_s",
-    "ideal_calls_per_s",
-    "first_n_back_s",
-    "added_latency_p50_s",
-    "added_latency_p99_s",
-    "containers_peak",
-    "errors",
-    "errors_by_kind",
-    "wall_s",
-]
+HEADLINE = {
+    "function": [
+        "calls_per_s",
+        "ideal_calls_per_s",
+        "first_n_back_s",
+        "added_latency_p50_s",
+        "added_latency_p99_s",
+        "containers_peak",
+        "errors",
+        "errors_by_kind",
+        "binding_limit",
+        "wall_s",
+    ],
+    "sandboxes": [
+        "sandboxes_created",
+        "creation_makespan_s",
+        "creation_rate_per_s",
+        "schedule_latency_p99_s",
+        "tti_p50_s",
+        "tti_p99_s",
+        "rejections",
+        "retries",
+        "utilization",
+        "bottleneck",
+        "wall_s",
+    ],
+}
 
 
 def parser() -> ArgParser:
@@ -56,13 +71,14 @@ def main(argv: list[str] | None = None) -> int:
 
     def go() -> int:
         sc = load_scenario(args.scenario, args.sets, args.params)
-        metrics = loadtest.run(sc, seed=args.seed)
+        metrics = run_scenario(sc, seed=args.seed)
         out = {**metrics, "seed": args.seed, "scenario": to_dict(sc)}
         if args.json:
             print(json.dumps(out))
         else:
-            print(f"{sc.name or args.scenario} (approach {sc.approach}, seed {args.seed})")
-            for k in HEADLINE:
+            kind = f"approach {sc.approach}" if sc.model == "function" else f"control plane {sc.control_plane}"
+            print(f"{sc.name or args.scenario} ({kind}, seed {args.seed})")
+            for k in HEADLINE[sc.model]:
                 v = metrics.get(k)
                 print(f"  {k:22s} {v:.4g}" if isinstance(v, float) else f"  {k:22s} {v}")
         return 0

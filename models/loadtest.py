@@ -31,6 +31,7 @@ from sim.scenario import param, section
 
 @dataclass(frozen=True)
 class Scenario:
+    model: Literal["function"] = param("function", doc="which model: function (this) or sandboxes")
     name: str = param("", doc="the preset's name")
     description: str = param("")
     source: str = param("", doc="where the scenario's figures come from")

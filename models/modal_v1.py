@@ -1,0 +1,109 @@
+"""Modal's v1 sandbox control plane: one central Postgres on the create path (domain.md §2, "Modal v1").
+
+A create is queued by a write to Postgres; one of ``schedulers`` optimistic schedulers claims it and commits the
+assignment to a worker in another transaction; with several schedulers claiming from the same queue head, a commit
+conflicts with probability (schedulers − 1) / (schedulers − 1 + hot_rows) and is retried (Omega-style optimistic
+concurrency; hot-row contention, domain.md §2); the worker starts the sandbox and its status is written. So
+``writes_per_sandbox`` transactions (plus retries) of one unsharded Postgres are on the critical path: ``connections``
+FCFS servers at ``tps`` transactions per second in all, each with ``latency_s`` of round trip. A finished sandbox
+(``sandboxes.lifetime_s`` > 0) runs a durable workflow of ``workflow_writes`` transactions that competes for the
+same database: under churn its backlog grows.
+
+Left out: the RPC storms and node management of the blog's list; Postgres replicas; the v1 placement algorithm
+(placements go to the emptiest of two sampled workers, as in v2, with exact state from the database).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from models.fleet import Fleet, Servers
+from models.placement import least_of, worker_draws
+from sim.engine import Sim
+from sim.rng import Streams
+from sim.scenario import param
+
+if TYPE_CHECKING:
+    from models.sandboxes import Creation, SandboxScenario
+
+
+@dataclass(frozen=True)
+class PostgresParams:
+    tps: float = param(7_600.0, gt=0, source="domain.md §2 pgbench TPC-B, 256 clients, 16 vCPU network disk: 7.2–8.1k")
+    connections: int = param(256, ge=1, source="domain.md §2: pgbench at 256 clients")
+    latency_s: float = param(0.002, ge=0, source="assumption: an in-region round trip to the database")
+    writes_per_sandbox: int = param(
+        3, ge=2, source="domain.md §2: queued, assigned, ... (several writes); assumption: enqueue, assignment, status"
+    )
+    schedulers: int = param(16, ge=1, source="assumption: optimistic parallel schedulers")
+    hot_rows: int = param(32, ge=1, source="assumption: queue-head rows the schedulers claim from")
+    workflow_writes: int = param(4, ge=0, source="assumption: transactions of one finished sandbox's workflow")
+
+
+class ModalV1:
+    def __init__(self, sim: Sim, sc: SandboxScenario, streams: Streams, fleet: Fleet, creation: Creation) -> None:
+        self.sim = sim
+        self.p = p = sc.postgres
+        self.fleet = fleet
+        self.creation = creation
+        self.hop = sc.client.rtt_s / 2
+        self.db = Servers(p.connections)
+        self.txn_s = p.connections / p.tps  # per-connection service time: at most tps transactions per second
+        self._draw = worker_draws(streams.get("placement"), sc.fleet.workers)
+        self._conflict = streams.get("conflicts")
+        self.p_conflict = (p.schedulers - 1) / (p.schedulers - 1 + p.hot_rows)
+        self.rejections = 0  # conflicting assignment commits
+        self.retries = 0
+        self.workflows_pending = 0
+        self.workflow_backlog_peak = 0
+        self.transactions = 0
+
+    def _txn(self, fn, arg, extra: float = 0.0) -> None:
+        now = self.sim.env._now
+        self.transactions += 1
+        done = self.db.done_at(now + self.p.latency_s / 2, self.txn_s)
+        self.sim.call_in(done - now + self.p.latency_s / 2 + extra, fn, arg)
+
+    def submit(self, sandbox: int) -> None:
+        self.sim.call_in(self.hop, self._enqueue, sandbox)
+
+    def _enqueue(self, sandbox: int) -> None:
+        self._txn(self._claim, sandbox)  # the create is queued in Postgres
+
+    def _claim(self, sandbox: int) -> None:
+        self._txn(self._assigned, sandbox)  # a scheduler reads state and commits an assignment
+
+    def _assigned(self, sandbox: int) -> None:
+        if self._conflict.random() < self.p_conflict:
+            self.rejections += 1
+            self.retries += 1
+            self._claim(sandbox)
+            return
+        used = self.fleet.used
+        worker = least_of(self._draw, 2, used.__getitem__)
+        if not self.fleet.try_accept(worker):
+            self.retries += 1
+            self._claim(sandbox)
+            return
+        self.creation.placed_on(sandbox, worker)
+        for _ in range(self.p.writes_per_sandbox - 2):  # status writes as the sandbox starts
+            self._txn(_nothing, None)
+
+    def finished(self, sandbox: int) -> None:
+        """A finished sandbox's durable workflow: its transactions queue behind everything else."""
+        self.workflows_pending += 1
+        self.workflow_backlog_peak = max(self.workflow_backlog_peak, self.workflows_pending)
+        for i in range(self.p.workflow_writes):
+            self._txn(self._workflow_step, i == self.p.workflow_writes - 1)
+
+    def _workflow_step(self, last: bool) -> None:
+        if last:
+            self.workflows_pending -= 1
+
+    def utilization(self, span: float) -> dict[str, float]:
+        return {"postgres": self.db.utilization(span)}
+
+
+def _nothing(_arg: None) -> None:
+    pass

@@ -1,0 +1,149 @@
+"""Modal's v2 sandbox control plane (domain.md §2, "Modal v2").
+
+A load balancer sends each create to one of ``scheduler.count`` scheduler servers (``threads`` at once, a light CPU
+step ``cpu_s`` each). The scheduler places the sandbox from its in-memory cache of worker state (``placement``:
+random, power of d choices, least loaded) and calls the chosen worker directly; the worker, its own source of
+truth, accepts if it has a free slot, else rejects, and the create is retried through the load balancer (counted
+as a rejection and a retry). No data store is on this path: sandbox metadata is written asynchronously (a
+``metadata_writes_per_s`` store whose utilization is reported), and workers batch their control messages.
+
+Worker state reaches the caches through Redis streams: every ``publish_interval_s`` each worker publishes its slots
+in use to one of ``streams`` streams (at staggered phases); a publish becomes visible after the stream's lag, which
+grows without bound once the publish rate exceeds a stream's ``stream_msgs_per_s``. Between publishes a scheduler
+adds its own placements to its view, but not the other schedulers': the staleness that causes rejections.
+
+Left out: scheduler failures, regions and worker types, the load balancer's own cost.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+from models.fleet import Fleet, Servers
+from models.placement import least_of, worker_draws
+from sim.engine import Sim
+from sim.rng import Streams
+from sim.scenario import param
+
+if TYPE_CHECKING:
+    from models.sandboxes import Creation, SandboxScenario
+
+
+@dataclass(frozen=True)
+class SchedulerParams:
+    count: int = param(32, ge=1, source="assumption: domain.md §2 'a fleet of scheduler servers'")
+    threads: int = param(8, ge=1, source="assumption: creates a scheduler server handles at once")
+    cpu_s: float = param(0.001, gt=0, source="assumption: 'one light CPU step' (domain.md §2)")
+    placement: Literal["random", "power_of_d", "least_loaded"] = param(
+        "power_of_d", source="domain.md §2 'a fast scheduling algorithm'; power of d (Mitzenmacher 2001)"
+    )
+    d: int = param(2, ge=1, doc="choices sampled by power_of_d")
+    publish_interval_s: float = param(1.0, gt=0, source="assumption: 'workers periodically publish their state'")
+    streams: int = param(1, ge=1, source="domain.md §2: all workers publish to one Redis stream")
+    stream_msgs_per_s: float = param(
+        200_000.0,
+        gt=0,
+        source="assumption: one stream takes 100,000 workers at 1 s with room (domain.md §2 "
+        "'fine beyond 100,000 workers'); Redis Streams 10k msg/s on 2 cores is a floor",
+    )
+    stream_lag_s: float = param(0.002, ge=0, source="domain.md §2: Redis Streams 99.9% delivered within 2 ms")
+    metadata_writes_per_s: float = param(
+        200_000.0, gt=0, source="assumption: the async metadata store (sandbox objects in Redis)"
+    )
+    publish_phases: int = param(20, ge=1, doc="publishes are aggregated into this many groups per interval")
+
+
+class ModalV2:
+    def __init__(self, sim: Sim, sc: SandboxScenario, streams: Streams, fleet: Fleet, creation: Creation) -> None:
+        self.sim = sim
+        self.p = p = sc.scheduler
+        self.fleet = fleet
+        self.creation = creation
+        self.hop = sc.client.rtt_s / 2
+        self.workers = sc.fleet.workers
+        self.servers = [Servers(p.threads) for _ in range(p.count)]
+        self.visible = [0] * self.workers  # slots in use as last published and delivered
+        # each scheduler's own placements since the worker's last delivery, by publish group (cleared per group)
+        self.own: list[list[dict[int, int]]] = [[{} for _ in range(p.publish_phases)] for _ in range(p.count)]
+        self._lb = worker_draws(streams.get("load_balancer"), p.count)
+        self._draw = worker_draws(streams.get("placement"), self.workers)
+        self.rejections = 0
+        self.retries = 0
+        self.metadata_writes = 0
+        rate = self.workers / p.publish_interval_s / p.streams
+        self.stream_rho = rate / p.stream_msgs_per_s
+        self._tick = itertools.count()
+        sim.call_in(0.0, self._publish)
+
+    # --- the create path -------------------------------------------------------------------------------------
+    def submit(self, sandbox: int) -> None:
+        now = self.sim.env._now
+        k = next(self._lb)
+        done = self.servers[k].done_at(now + self.hop, self.p.cpu_s)
+        self.sim.call_in(done - now, self._place, (sandbox, k))
+
+    def _place(self, arg: tuple[int, int]) -> None:
+        sandbox, k = arg
+        own = self.own[k]
+        visible = self.visible
+        p = self.p
+        phases = p.publish_phases
+        if p.placement == "least_loaded":
+            view = np.asarray(visible, dtype=np.int64)
+            for group in own:
+                for w, n in group.items():
+                    view[w] += n
+            worker = int(np.argmin(view))
+        else:
+            d = p.d if p.placement == "power_of_d" else 1
+            worker = least_of(self._draw, d, lambda w: visible[w] + own[w % phases].get(w, 0))
+        group = own[worker % phases]
+        group[worker] = group.get(worker, 0) + 1
+        self.sim.call_in(self.hop, self._at_worker, (sandbox, worker))
+
+    def _at_worker(self, arg: tuple[int, int]) -> None:
+        sandbox, worker = arg
+        if self.fleet.try_accept(worker):
+            self.metadata_writes += 1  # written asynchronously, off the critical path
+            self.creation.placed_on(sandbox, worker)
+        else:
+            self.rejections += 1
+            self.retries += 1
+            self.sim.call_in(self.hop, self._retry, sandbox)
+
+    def _retry(self, sandbox: int) -> None:
+        self.submit(sandbox)
+
+    # --- worker state through Redis streams ------------------------------------------------------------------
+    def _publish(self, _arg: None) -> None:
+        """One phase group of workers publishes; it is delivered after the stream's lag."""
+        p = self.p
+        group = next(self._tick) % p.publish_phases
+        now = self.sim.env._now
+        lag = p.stream_lag_s
+        if self.stream_rho < 1:
+            lag += self.stream_rho / (2 * p.stream_msgs_per_s * (1 - self.stream_rho))  # M/D/1 wait
+        else:
+            lag += (self.stream_rho - 1) * now  # the backlog grows with time
+        snapshot = self.fleet.used[group :: p.publish_phases]
+        self.sim.call_in(lag, self._deliver, (group, snapshot))
+        self.sim.call_in(p.publish_interval_s / p.publish_phases, self._publish)
+
+    def _deliver(self, arg: tuple[int, list[int]]) -> None:
+        group, snapshot = arg
+        phases = self.p.publish_phases
+        self.visible[group::phases] = snapshot
+        for own in self.own:
+            own[group] = {}
+
+    def utilization(self, span: float) -> dict[str, float]:
+        busy = sum(s.busy for s in self.servers)
+        return {
+            "schedulers": busy / (self.p.count * self.p.threads * span) if span > 0 else 0.0,
+            "redis_streams": self.stream_rho,
+            "metadata_store": self.metadata_writes / (self.p.metadata_writes_per_s * span) if span > 0 else 0.0,
+        }
