@@ -26,9 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from experiments.cli import ArgParser, main_guard
-from models import loadtest
-from models.loadtest import Scenario
+from experiments.cli import MODELS, ArgParser, main_guard, run_scenario
 from sim.scenario import build, flatten, schema_keys, set_dotted, to_dict
 
 SATURATION = 0.8  # a series has left the ideal line where its calls/s falls below this share of the ideal
@@ -42,6 +40,16 @@ SUMMARY_METRICS = [
     "errors",
     "retries",
     "binding_share",
+]
+SANDBOX_METRICS = [
+    "creation_rate_per_s",
+    "creation_makespan_s",
+    "schedule_latency_p99_s",
+    "tti_p50_s",
+    "tti_p99_s",
+    "rejections",
+    "retries",
+    "sandboxes_created",
 ]
 PACKAGES = ["scalesim", "simpy", "numpy", "scipy", "pandas", "matplotlib", "modal"]
 
@@ -57,7 +65,8 @@ def summarize(table: pd.DataFrame, scale: str | None) -> pd.DataFrame:
     sem = groups[numeric].std(ddof=1).div(np.sqrt(n), axis=0)
     t = pd.Series([stats.t.ppf(0.975, k - 1) if k > 1 else np.nan for k in n], index=n.index)
     ci = sem.mul(t, axis=0)
-    binding = groups["binding_limit"].agg(lambda s: s.mode().iloc[0] if len(s.mode()) else "")
+    label = "binding_limit" if "binding_limit" in ok else "bottleneck"
+    binding = groups[label].agg(lambda s: s.mode().iloc[0] if len(s.mode()) else "").rename("binding_limit")
     out = pd.concat([mean.add_suffix("_mean"), ci.add_suffix("_ci95"), n.rename("seeds"), binding], axis=1).copy()
     return out.reset_index()
 
@@ -65,6 +74,19 @@ def summarize(table: pd.DataFrame, scale: str | None) -> pd.DataFrame:
 def saturation(summary: pd.DataFrame, scale: str | None) -> pd.DataFrame:
     """Per series: the first scale where calls/s falls below SATURATION × ideal, and what binds there."""
     rows = []
+    if "creation_rate_per_s_mean" in summary:  # sandboxes: where the rate peaks and what binds there
+        for variant, g in summary.groupby("variant", sort=False):
+            top = g.loc[g["creation_rate_per_s_mean"].idxmax()]
+            rows.append(
+                {
+                    "series": variant,
+                    "peak sandboxes/s": top["creation_rate_per_s_mean"],
+                    "at": top[scale],
+                    "bottleneck there": top["binding_limit"],
+                    "bottleneck at the largest": g.sort_values(scale)["binding_limit"].iloc[-1],
+                }
+            )
+        return pd.DataFrame(rows)
     for variant, g in summary.groupby("variant", sort=False):
         g = g.sort_values(scale) if scale in g else g
         below = g[g["calls_per_s_mean"] < SATURATION * g["ideal_calls_per_s_mean"]]
@@ -170,6 +192,77 @@ def fig_errors(summary: pd.DataFrame, scale: str) -> plt.Figure:
     return fig
 
 
+def fig_rate(summary: pd.DataFrame, scale: str) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    _lines(ax, summary, scale, "creation_rate_per_s")
+    if "client.rate_mean" in summary:
+        g = summary.groupby(scale, sort=True)["client.rate_mean"].max()
+        ax.plot(g.index, g.to_numpy(), "k--", lw=1, label="client rate limit")
+    ax.set_ylabel("sandboxes created per second (mean, 95% CI)")
+    _xaxis(ax, summary[scale], scale)
+    ax.legend(fontsize=8)
+    ax.set_title("Creation rate against " + scale)
+    return fig
+
+
+def fig_tti(summary: pd.DataFrame, scale: str) -> plt.Figure:
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, q in zip(axes, ("p50", "p99"), strict=True):
+        _lines(ax, summary, scale, f"tti_{q}_s")
+        ax.set_title(f"time to interactive {q}")
+        _xaxis(ax, summary[scale], scale)
+    axes[0].set_ylabel("seconds")
+    axes[0].legend(fontsize=8)
+    return fig
+
+
+def fig_rejections(summary: pd.DataFrame, scale: str) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(7, 4))
+    _lines(ax, summary, scale, "rejections")
+    ax.set_ylabel("rejected placements (retried)")
+    _xaxis(ax, summary[scale], scale)
+    ax.legend(fontsize=8)
+    ax.set_title("Rejections against " + scale)
+    return fig
+
+
+def fig_utilization(summary: pd.DataFrame, scale: str) -> plt.Figure:
+    resources = sorted(
+        c[len("utilization.") : -len("_mean")]
+        for c in summary.columns
+        if c.startswith("utilization.") and c.endswith("_mean")
+    )
+    variants = list(dict.fromkeys(summary["variant"]))
+    fig, axes = plt.subplots(1, len(variants), figsize=(4 * len(variants) + 1, 3.5), sharey=True, squeeze=False)
+    for ax, variant in zip(axes[0], variants, strict=True):
+        g = summary[summary["variant"] == variant].sort_values(scale)
+        for r in resources:
+            if g[f"utilization.{r}_mean"].notna().any():
+                ax.plot(g[scale], g[f"utilization.{r}_mean"], marker="o", ms=3, label=r)
+        ax.set_title(variant)
+        _xaxis(ax, g[scale], scale)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("utilization (busy fraction)")
+    fig.suptitle("Utilization by resource")
+    fig.tight_layout()
+    return fig
+
+
+def fig_created(series: dict, label: str) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot(series["t"], series["created"], label="created (cumulative)")
+    ax.set_xlabel("simulated time, s")
+    ax.set_ylabel("sandboxes")
+    ax.grid(True, alpha=0.3)
+    ax2 = ax.twinx()
+    ax2.plot(series["t"], series["created_per_s"], color="C1", lw=1, label="created per second")
+    ax2.set_ylabel("per second")
+    lines, lines2 = ax.get_legend_handles_labels(), ax2.get_legend_handles_labels()
+    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=8, loc="upper left")
+    ax.set_title(f"Time series of one point: {label}")
+    return fig
+
+
 def fig_binding(summary: pd.DataFrame, scale: str) -> plt.Figure:
     variants = list(dict.fromkeys(summary["variant"]))
     scales = sorted(summary[scale].unique())
@@ -189,7 +282,7 @@ def fig_binding(summary: pd.DataFrame, scale: str) -> plt.Figure:
     ax.set_yticks(np.arange(len(variants)) + 0.5, variants)
     ax.invert_yaxis()
     ax.set_xlabel(scale)
-    ax.set_title("Which limit binds (most costly limit; 'none': the load itself)")
+    ax.set_title("What binds (the costliest limit, or the most utilized resource)")
     fig.tight_layout()
     return fig
 
@@ -214,18 +307,19 @@ def fig_timeseries(series: dict, label: str) -> plt.Figure:
     return fig
 
 
-def scenario_of(row: pd.Series) -> Scenario:
+def scenario_of(row: pd.Series):
     """Rebuild a point's scenario from its results row (every parameter is a column)."""
-    defaults = flatten(to_dict(Scenario()))
+    schema = MODELS[row.get("model", "function")][0]
+    defaults = flatten(to_dict(schema()))
     tree: dict = {}
-    for key in schema_keys(Scenario):
+    for key in schema_keys(schema):
         if key not in row or (isinstance(row[key], float) and math.isnan(row[key])):
             continue
         value = row[key].item() if hasattr(row[key], "item") else row[key]
         if isinstance(defaults.get(key), int) and not isinstance(defaults[key], bool) and isinstance(value, float):
             value = int(value) if value.is_integer() else value
         set_dotted(tree, key, value)
-    return build(Scenario, tree)
+    return build(schema, tree)
 
 
 # --- the page --------------------------------------------------------------------------------------------------
@@ -264,7 +358,16 @@ def make_report(
     summary = summarize(table, scale)
     summary.to_csv(out / "summary.csv", index=False)
     figures: list[tuple[str, plt.Figure]] = []
-    if len(summary):
+    sandboxes = "creation_rate_per_s_mean" in summary
+    if len(summary) and sandboxes:
+        figures += [
+            ("rate", fig_rate(summary, scale)),
+            ("tti", fig_tti(summary, scale)),
+            ("rejections", fig_rejections(summary, scale)),
+            ("utilization", fig_utilization(summary, scale)),
+            ("binding", fig_binding(summary, scale)),
+        ]
+    elif len(summary):
         figures += [
             ("throughput", fig_throughput(summary, scale)),
             ("latency", fig_latency(summary, scale)),
@@ -278,9 +381,10 @@ def make_report(
         pick = timeseries_point if timeseries_point in set(ok["point"]) else int(ok["point"].iloc[0])
         row = ok[ok["point"] == pick].iloc[0]
         series: dict = {}
-        loadtest.run(scenario_of(row), seed=int(row["seed"]), series=series)
+        run_scenario(scenario_of(row), seed=int(row["seed"]), series=series)
         point_label = f"{row['variant']}, {scale} = {row[scale]:g}, seed {int(row['seed'])}"
-        figures.append(("timeseries", fig_timeseries(series, point_label)))
+        draw = fig_created if sandboxes else fig_timeseries
+        figures.append(("timeseries", draw(series, point_label)))
     pngs = []
     for name, fig in figures:
         path = out / f"{name}.png"
@@ -300,6 +404,12 @@ def make_report(
         f"{html.escape(json.dumps(to_dict(scenario_of(r)), indent=1))}</pre></details>"
         for _, r in first_rows.iterrows()
     )
+    intro = (
+        "The peak creation rate and the most utilized resource there."
+        if sandboxes
+        else f"The first {html.escape(scale)} at which calls/s falls below {SATURATION:.0%} of the ideal, and the "
+        "limit that binds there."
+    )
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}} img{{max-width:100%}}
 table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}
@@ -307,9 +417,8 @@ figure{{margin:1.5em 0}} figcaption{{color:#777;font-size:12px}}</style></head><
 <h1>{html.escape(title)}</h1><p>{html.escape(description)}</p>
 <p>{len(table)} runs, {len(errors)} with errors; {summary["seeds"].max() if len(summary) else 0} seeds per point;
 95% confidence intervals over seeds (t distribution).</p>
-<h2>Where each series leaves the ideal line</h2>
-<p>The first {html.escape(scale)} at which calls/s falls below {SATURATION:.0%} of the ideal, and the limit that binds
-there.</p>{sat.to_html(index=False, float_format=lambda v: f"{v:,.4g}")}
+<h2>{"Where each series peaks" if sandboxes else "Where each series leaves the ideal line"}</h2>
+<p>{intro}</p>{sat.to_html(index=False, float_format=lambda v: f"{v:,.4g}")}
 {"".join(_img(p) for p in pngs)}
 <h2>The numbers</h2>{numbers.to_html(index=False, float_format=lambda v: f"{v:,.4g}", na_rep="")}
 <h2>Runs with errors</h2>{errors.to_html(index=False) if len(errors) else "<p>none</p>"}

@@ -31,13 +31,10 @@ from typing import Any
 
 import pandas as pd
 
-from experiments.cli import ArgParser, main_guard
-from models import loadtest
-from models.loadtest import Scenario
+from experiments.cli import ArgParser, build_scenario, main_guard, run_scenario, schema_of
 from sim.scenario import (
     PRESETS,
     ScenarioError,
-    build,
     flatten,
     parse_value,
     read_toml,
@@ -67,12 +64,14 @@ class Point:
         return tree, base
 
     def cost(self) -> float:
-        """Calls to simulate with no overhead, for scheduling the big points first (0 if it does not build)."""
+        """Calls or sandboxes to simulate, for scheduling the big points first (0 if it does not build)."""
         try:
             tree, base = self.tree()
-            sc = build(Scenario, tree, base_dir=base)
+            sc = build_scenario(tree, base)
         except ScenarioError:
             return 0.0
+        if sc.model == "sandboxes":
+            return float(sc.sandboxes.count)
         return sc.ideal_calls_per_s() * sc.duration_s
 
 
@@ -103,8 +102,8 @@ def _table(where: str, value: Any) -> dict:
     return value
 
 
-def _scenario_keys(where: str, sets: dict) -> list[tuple[str, Any]]:
-    keys = schema_keys(Scenario)
+def _scenario_keys(where: str, sets: dict, schema: type) -> list[tuple[str, Any]]:
+    keys = schema_keys(schema)
     for k in sets:
         if k not in keys:
             raise ScenarioError(f"{where}.{k}: not a scenario key")
@@ -133,7 +132,14 @@ def load_spec(
     base = _table("base", raw.get("base", {}))
     _check_keys("base.", base, {"scenario", "set"})
     base_scenario = base.get("scenario", "")
-    base_sets = _scenario_keys("base.set", _table("base.set", base.get("set", {})))
+    variants = raw.get("variants", [])
+    if not isinstance(variants, list):
+        raise ScenarioError("variants: expected an array of tables ([[variants]])")
+    first = base_scenario or (variants[0].get("scenario", "") if variants and isinstance(variants[0], dict) else "")
+    if not first:
+        raise ScenarioError("base.scenario: a sweep needs a base scenario or variants with scenarios")
+    schema = schema_of(resolve(_locate(first, base_dir))[0])
+    base_sets = _scenario_keys("base.set", _table("base.set", base.get("set", {})), schema)
     factor_table = dict(_table("factors", raw.get("factors", {})))
     n_seeds = raw.get("seeds", 1)
 
@@ -144,12 +150,12 @@ def load_spec(
         _check_keys("quick.", q, {"seeds", "factors", "set"})
         n_seeds = q.get("seeds", n_seeds)
         factor_table.update(_table("quick.factors", q.get("factors", {})))
-        base_sets += _scenario_keys("quick.set", _table("quick.set", q.get("set", {})))
+        base_sets += _scenario_keys("quick.set", _table("quick.set", q.get("set", {})), schema)
     for s in sets:
         if "=" not in s:
             raise ScenarioError(f"--set {s}: expected KEY=VALUE")
         k, v = s.split("=", 1)
-        base_sets += _scenario_keys("--set", {k.strip(): parse_value(v.strip())})
+        base_sets += _scenario_keys("--set", {k.strip(): parse_value(v.strip())}, schema)
     for f in factors:
         if "=" not in f:
             raise ScenarioError(f"--factor {f}: expected KEY=V1,V2,...")
@@ -159,14 +165,11 @@ def load_spec(
         n_seeds = seeds
     if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or n_seeds < 1:
         raise ScenarioError(f"seeds: expected an integer >= 1, got {n_seeds!r}")
-    _scenario_keys("factors", factor_table)
+    _scenario_keys("factors", factor_table, schema)
     for k, values in factor_table.items():
         if not isinstance(values, list) or not values:
             raise ScenarioError(f"factors.{k}: expected a non-empty list of values, got {values!r}")
 
-    variants = raw.get("variants", [])
-    if not isinstance(variants, list):
-        raise ScenarioError("variants: expected an array of tables ([[variants]])")
     if not variants:
         if not base_scenario:
             raise ScenarioError("base.scenario: a sweep without variants needs a base scenario")
@@ -180,8 +183,11 @@ def load_spec(
         if not scenario:
             raise ScenarioError(f"variants[{i}].scenario: missing (and no base.scenario)")
         scenario = _locate(scenario, base_dir)
-        resolve(scenario)  # an unknown preset or unreadable file is the spec's error, not a point's
-        expanded.append((vname, scenario, _scenario_keys(f"variants[{i}].set", _table("set", v.get("set", {})))))
+        # an unknown preset, an unreadable file or another model is the spec's error, not a point's
+        if schema_of(resolve(scenario)[0]) is not schema:
+            raise ScenarioError(f"variants[{i}].scenario: {scenario} is another model than the sweep's first scenario")
+        vsets = _scenario_keys(f"variants[{i}].set", _table("set", v.get("set", {})), schema)
+        expanded.append((vname, scenario, vsets))
 
     points = []
     keys = list(factor_table)
@@ -245,9 +251,9 @@ def run_point(point: Point, seed: int) -> dict:
     try:
         tree, base = point.tree()
         row.update(flatten(tree))
-        sc = build(Scenario, tree, base_dir=base)
+        sc = build_scenario(tree, base)
         row.update(flatten(to_dict(sc)))
-        metrics = loadtest.run(sc, seed=seed)
+        metrics = run_scenario(sc, seed=seed)
         row.update(_flat_metrics(metrics))
         row["error"] = ""
     except ScenarioError as e:
@@ -266,16 +272,35 @@ def _flat_metrics(m: dict) -> dict:
             for kind in ERROR_KINDS:
                 out[f"{prefix}.{kind}"] = v.get(kind, 0)
             out[f"{prefix}.other"] = sum(n for kind, n in v.items() if kind not in ERROR_KINDS)
+        elif isinstance(v, dict):
+            out.update({f"{k}.{name}": x for name, x in v.items()})
         elif k != "wall_s":
             out[k] = v
     return out
 
 
-def columns() -> list[str]:
-    """The results table's columns, fixed so that rows can be appended as they come."""
-    probe = build(Scenario, {"duration_s": 1.0, "clients": {"count": 1, "in_flight": 1}})
-    metrics = list(_flat_metrics(loadtest.run(probe, seed=0)))
-    return ["point", "variant", "seed", *flatten(to_dict(probe)), *metrics, "wall_s", "error"]
+PROBE = {  # a tiny run of a point's model, to learn its metric columns
+    "function": {"duration_s": 1.0, "clients.count": 1, "clients.in_flight": 1, "function.copies": 1},
+    "sandboxes": {"sandboxes.count": 10, "fleet.workers": 10},
+}
+
+
+def columns(points: tuple[Point, ...]) -> list[str]:
+    """The results table's columns, fixed so that rows can be appended as they come: every parameter of the
+    sweep's model, and the metrics of a tiny run of each variant's scenario."""
+    params: dict[str, None] = {}
+    metrics: dict[str, None] = {}
+    for scenario in dict.fromkeys(p.scenario for p in points):
+        tree, base = resolve(scenario)
+        for key, value in PROBE[tree.get("model", "function")].items():
+            set_dotted(tree, key, value)
+        try:
+            sc = build_scenario(tree, base)
+        except ScenarioError:
+            continue
+        params.update(dict.fromkeys(flatten(to_dict(sc))))
+        metrics.update(dict.fromkeys(_flat_metrics(run_scenario(sc, seed=0))))
+    return ["point", "variant", "seed", *params, *metrics, "wall_s", "error"]
 
 
 class Progress:
@@ -340,7 +365,7 @@ def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh
     }
     (out / "sweep.json").write_text(json.dumps(meta, indent=1))
 
-    header = columns()
+    header = columns(spec.points)
     done = _done_rows(results)
     todo = [
         (p, s)
