@@ -57,6 +57,9 @@ class SchedulerParams:
     publish_phases: int = param(20, ge=1, doc="publishes are aggregated into this many groups per interval")
 
 
+SAMPLE_ROUNDS = 8  # assumption: how often a scheduler samples again when its picks all look full
+
+
 class ModalV2:
     def __init__(self, sim: Sim, sc: SandboxScenario, streams: Streams, fleet: Fleet, creation: Creation) -> None:
         self.sim = sim
@@ -100,7 +103,15 @@ class ModalV2:
             worker = int(np.argmin(view))
         else:
             d = p.d if p.placement == "power_of_d" else 1
-            worker = least_of(self._draw, d, lambda w: visible[w] + own[w % phases].get(w, 0))
+            slots = self.fleet.slots
+
+            def view(w: int) -> int:
+                return visible[w] + own[w % phases].get(w, 0)
+
+            for _ in range(SAMPLE_ROUNDS):  # a worker the cache shows full is not chosen while others may be free
+                worker = least_of(self._draw, d, view)
+                if view(worker) < slots:
+                    break
         group = own[worker % phases]
         group[worker] = group.get(worker, 0) + 1
         self.sim.call_in(self.hop, self._at_worker, (sandbox, worker))
