@@ -1,6 +1,8 @@
 """The simulator's own speed: ``python -m experiments.bench [--json] [--quick]``.
 
 - Each loadtest preset: simulated calls (issued) per wall second, and wall seconds per run.
+- sandboxes-v2: one million sandbox creations on 20,000 and on 100,000 workers, each in a fresh process: wall
+  seconds, peak memory (max RSS) and events per wall second.
 - mmc: the project's M/M/c model (the ``mmc`` preset through the full Function model) against a plain heapq
   M/M/c loop written here, on the same workload (same arrival rate, service distribution, servers and horizon,
   numbers drawn in batches as the model does) in the same process. The figure is the ratio of customers per wall
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import subprocess
 import sys
 import time
 from collections import deque
@@ -71,6 +74,24 @@ def heapq_mmc(rate: float, servers: int, mean_service: float, horizon: float, se
     return served, waits / served
 
 
+SANDBOX_CHILD = """
+import json, resource, sys
+from experiments.cli import load_scenario, run_scenario
+sc = load_scenario("sandboxes-v2", sys.argv[1:], [])
+m = run_scenario(sc, seed=0)
+print(json.dumps({"sandboxes": m["sandboxes_created"], "makespan_s": m["creation_makespan_s"], "wall_s": m["wall_s"],
+                  "events": m["events"], "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def sandbox_run(sets: list[str]) -> dict:
+    """One sandboxes-v2 run in a fresh process, so that its peak memory is its own."""
+    out = subprocess.run([sys.executable, "-c", SANDBOX_CHILD, *sets], capture_output=True, text=True, check=True)
+    fig = json.loads(out.stdout)
+    fig["events_per_wall_s"] = round(fig["events"] / fig["wall_s"])
+    return fig
+
+
 def best_of(repeat: int, fn):
     best = None
     for _ in range(repeat):
@@ -101,6 +122,10 @@ def bench(quick: bool = False, repeat: int = 3) -> dict:
     loop_wall, (served, _) = best_of(
         repeat, lambda: heapq_mmc(sc.arrivals.rate, sc.function.containers, sc.work.mean, horizon, 0)
     )
+    figures["sandboxes_v2"] = {}
+    for workers in (20_000, 100_000):
+        sets = [f"fleet.workers={workers}"] + (["sandboxes.count=50000"] if quick else [])
+        figures["sandboxes_v2"][f"{workers}_workers"] = sandbox_run(sets)
     model_rate = m["calls_issued"] / model_wall
     loop_rate = served / loop_wall
     figures["mmc"] = {
@@ -127,6 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'preset':20s} {'calls':>8s} {'wall_s':>8s} {'calls/wall s':>13s} {'events/wall s':>14s}")
     for name, f in figures["loadtests"].items():
         print(f"{name:20s} {f['calls']:8d} {f['wall_s']:8.3f} {f['calls_per_wall_s']:13d} {f['events_per_wall_s']:14d}")
+    for name, f in figures["sandboxes_v2"].items():
+        print(
+            f"sandboxes-v2, {name}: {f['sandboxes']} sandboxes, makespan {f['makespan_s']:.1f} s, wall "
+            f"{f['wall_s']:.1f} s, peak {f['peak_rss_mib']:.0f} MiB, {f['events_per_wall_s']} events/wall s"
+        )
     mm = figures["mmc"]
     print(
         f"mmc: model {mm['model_customers_per_wall_s']} customers/wall s, heapq loop "

@@ -220,6 +220,7 @@ def fig_rejections(summary: pd.DataFrame, scale: str) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(7, 4))
     _lines(ax, summary, scale, "rejections")
     ax.set_ylabel("rejected placements (retried)")
+    ax.set_yscale("symlog", linthresh=10)
     _xaxis(ax, summary[scale], scale)
     ax.legend(fontsize=8)
     ax.set_title("Rejections against " + scale)

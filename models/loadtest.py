@@ -67,13 +67,14 @@ class Scenario:
         return c.count * c.in_flight / self.work.mean
 
 
-MONITOR_DT = 0.5  # seconds between the monitor's samples (models/monitor.py)
+MONITOR_DT = 0.5  # seconds between the monitor's samples (models/monitor.py) ...
+MONITOR_SAMPLES = 1000  # ... or longer, so that a long run takes at most this many
 
 
 def run(sc: Scenario, seed: int = 0, series: dict | None = None) -> dict:
     """Simulate one scenario; return its metrics (interfaces.md, "Function load tests").
 
-    Pass a dict as ``series`` to receive time series sampled every MONITOR_DT: t, running, pending, containers,
+    Pass a dict as ``series`` to receive time series sampled every monitor interval: t, running, pending, containers,
     started (cumulative) and accepted (cumulative: started + pending)."""
     wall0 = time.perf_counter()
     sim = Sim()
@@ -106,7 +107,8 @@ def run(sc: Scenario, seed: int = 0, series: dict | None = None) -> dict:
             name = "function" if copies == 1 else f"function-copy-{i}"
             load.targets.append(Function(sim, name, sc.function, sc.limits, sc.autoscaler, streams, log, load.done))
 
-    monitor = Monitor(sim, load.targets, MONITOR_DT, (sc.warmup_s, sc.duration_s), keep_series=series is not None)
+    dt = max(MONITOR_DT, sc.duration_s / MONITOR_SAMPLES)
+    monitor = Monitor(sim, load.targets, dt, (sc.warmup_s, sc.duration_s), keep_series=series is not None)
     load.begin()
     sim.run(until=sc.duration_s + sc.drain_s)  # or until the last call in flight is back after the duration
     end = sim.now

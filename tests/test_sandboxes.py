@@ -56,8 +56,9 @@ def test_kubernetes_saturates_at_the_serial_scheduling_cycle(nodes, rate):
 
 def test_longer_publish_intervals_raise_rejections():
     tight = ("sandboxes.count=24000", "fleet.workers=200")
-    rejections = [sandboxes("sandboxes-v2", *tight, f"scheduler.publish_interval_s={p}")["rejections"]
-                  for p in (0.1, 0.5, 2.0)]
+    rejections = [
+        sandboxes("sandboxes-v2", *tight, f"scheduler.publish_interval_s={p}")["rejections"] for p in (0.1, 0.5, 2.0)
+    ]
     assert rejections[0] < rejections[1] < rejections[2]
     assert rejections[2] > 0
 

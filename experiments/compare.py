@@ -1,0 +1,57 @@
+"""Several scenarios' time series on one figure: ``python -m experiments.compare SCENARIO... [--set K=V]...
+[--seed N] --out PNG``.
+
+For sandbox scenarios it draws sandboxes created against time; for Function load tests, calls started against
+time. Each curve is one run (the same ``--set``s applied to every scenario).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from experiments.cli import ArgParser, load_scenario, main_guard, run_scenario
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = ArgParser(prog="python -m experiments.compare", description=__doc__.splitlines()[0])
+    p.add_argument("scenarios", nargs="+", help="preset names or scenario files")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, required=True, help="the PNG to write")
+    p.add_argument("--title", default="")
+    args = p.parse_args(argv)
+
+    def go() -> int:
+        fig, ax = plt.subplots(figsize=(8, 4.8))
+        for name in args.scenarios:
+            sc = load_scenario(name, args.sets, [])
+            series: dict = {}
+            m = run_scenario(sc, seed=args.seed, series=series)
+            if sc.model == "sandboxes":
+                label = f"{sc.name or name}: {m['creation_rate_per_s']:,.0f}/s, bottleneck {m['bottleneck']}"
+                ax.plot(series["t"], series["created"], label=label)
+                ax.set_ylabel("sandboxes created")
+            else:
+                ax.plot(series["t"], series["started"], label=f"{sc.name or name}: {m['calls_per_s']:,.0f} calls/s")
+                ax.set_ylabel("inputs started")
+            print(f"{name}: done ({m['wall_s']:.1f} s wall)", file=sys.stderr)
+        ax.set_xlabel("simulated time, s")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        ax.set_title(args.title or ", ".join(args.scenarios))
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(args.out, dpi=110, bbox_inches="tight")
+        print(args.out)
+        return 0
+
+    return main_guard("experiments.compare", go)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
