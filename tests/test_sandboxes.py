@@ -97,3 +97,40 @@ def test_bad_sandbox_input_exits_2(capsys):
     assert "model" in capsys.readouterr().err
     assert run_cmd.main(["sandboxes-v2", "--set", "scheduler.placement=best"]) == 2
     assert "scheduler.placement" in capsys.readouterr().err
+
+
+def test_compare_and_a_sandbox_sweep_end_to_end(tmp_path):
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from experiments import sweep
+
+    png = tmp_path / "c.png"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.compare",
+            "sandboxes-v2",
+            "sandboxes-k8s",
+            "--set",
+            "sandboxes.count=2000",
+            "--set",
+            "fleet.workers=100",
+            "--out",
+            str(png),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert png.stat().st_size > 10_000
+    out = tmp_path / "stale"
+    assert sweep.main(["sandboxes-staleness", "--quick", "--out", str(out), "--jobs", "1"]) == 0
+    t = pd.read_parquet(out / "results.parquet")
+    assert (t["error"] == "").all() and "utilization.schedulers" in t and "bottleneck" in t
+    assert {p.stem for p in out.glob("*.png")} == {"rate", "tti", "rejections", "utilization", "binding", "timeseries"}
+    assert "data:image/png;base64," in (out / "report.html").read_text()
