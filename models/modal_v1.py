@@ -104,6 +104,9 @@ class ModalV1:
     def utilization(self, span: float) -> dict[str, float]:
         return {"postgres": self.db.utilization(span)}
 
+    def extra_metrics(self) -> dict:
+        return {"workflow_backlog_peak": self.workflow_backlog_peak, "postgres_transactions": self.transactions}
+
 
 def _nothing(_arg: None) -> None:
     pass

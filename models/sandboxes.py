@@ -175,4 +175,5 @@ def summarize(creation: Creation, sc: SandboxScenario, cp: ControlPlane, fleet: 
         "retries": cp.retries,
         "utilization": {k: round(v, 6) for k, v in sorted(util.items())},
         "bottleneck": bottleneck,
+        **getattr(cp, "extra_metrics", dict)(),
     }

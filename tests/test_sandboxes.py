@@ -46,6 +46,14 @@ def test_v1_saturates_at_postgres_at_its_transaction_capacity():
     assert m["creation_rate_per_s"] == pytest.approx(7600 / per_sandbox, rel=0.1)
 
 
+def test_v1_workflow_backlog_grows_with_churn():
+    peaks = []
+    for lifetime in (60.0, 2.0):  # shorter lives: more sandboxes finish during the burst, each with a workflow
+        m = sandboxes("sandboxes-v1", "sandboxes.count=20000", f"sandboxes.lifetime_s={lifetime}", "horizon_s=20")
+        peaks.append(m["workflow_backlog_peak"])
+    assert peaks[0] < peaks[1]
+
+
 @pytest.mark.parametrize("nodes, rate", [(5000, 745), (30000, 272)])
 def test_kubernetes_saturates_at_the_serial_scheduling_cycle(nodes, rate):
     # 5,000 nodes: 10% scored (fitted to the CI floor 680-810 pods/s); 30,000: 5% (domain.md: ~300 pods/s)
