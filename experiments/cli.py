@@ -10,13 +10,18 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from models import loadtest, sandboxes
+from models import coldstart, loadtest, sandboxes
+from models.coldstart import ColdStartScenario
 from models.loadtest import Scenario
 from models.sandboxes import SandboxScenario
 from sim.scenario import ScenarioError, build, resolve
 
 # A scenario's top-level `model` key picks its schema and its run function.
-MODELS = {"function": (Scenario, loadtest.run), "sandboxes": (SandboxScenario, sandboxes.run)}
+MODELS = {
+    "function": (Scenario, loadtest.run),
+    "sandboxes": (SandboxScenario, sandboxes.run),
+    "coldstart": (ColdStartScenario, coldstart.run),
+}
 
 BAD_INPUT = 2
 
@@ -36,16 +41,16 @@ def schema_of(tree: dict) -> type:
     return MODELS[model][0]
 
 
-def build_scenario(tree: dict, base_dir=None) -> Scenario | SandboxScenario:
+def build_scenario(tree: dict, base_dir=None) -> Scenario | SandboxScenario | ColdStartScenario:
     return build(schema_of(tree), tree, base_dir=base_dir)
 
 
-def load_scenario(name: str, sets: list[str], params: list[str]) -> Scenario | SandboxScenario:
+def load_scenario(name: str, sets: list[str], params: list[str]) -> Scenario | SandboxScenario | ColdStartScenario:
     tree, base = resolve(name, sets, params)
     return build_scenario(tree, base)
 
 
-def run_scenario(sc: Scenario | SandboxScenario, seed: int = 0, series: dict | None = None) -> dict:
+def run_scenario(sc: Scenario | SandboxScenario | ColdStartScenario, seed: int = 0, series: dict | None = None) -> dict:
     return MODELS[sc.model][1](sc, seed=seed, series=series)
 
 

@@ -51,6 +51,15 @@ SANDBOX_METRICS = [
     "retries",
     "sandboxes_created",
 ]
+COLDSTART_METRICS = [
+    "cold_start_p0_s",
+    "cold_start_p50_s",
+    "cold_start_mean_s",
+    "cold_start_p99_s",
+    "snapshot_creations",
+    "restore_fallbacks",
+    "bytes_fetched",
+]
 PACKAGES = ["scalesim", "simpy", "numpy", "scipy", "pandas", "matplotlib", "modal"]
 
 
@@ -66,7 +75,10 @@ def summarize(table: pd.DataFrame, scale: str | None) -> pd.DataFrame:
     t = pd.Series([stats.t.ppf(0.975, k - 1) if k > 1 else np.nan for k in n], index=n.index)
     ci = sem.mul(t, axis=0)
     label = "binding_limit" if "binding_limit" in ok else "bottleneck"
-    binding = groups[label].agg(lambda s: s.mode().iloc[0] if len(s.mode()) else "").rename("binding_limit")
+    if label in ok:
+        binding = groups[label].agg(lambda s: s.mode().iloc[0] if len(s.mode()) else "").rename("binding_limit")
+    else:
+        binding = pd.Series("", index=n.index, name="binding_limit")
     out = pd.concat([mean.add_suffix("_mean"), ci.add_suffix("_ci95"), n.rename("seeds"), binding], axis=1).copy()
     return out.reset_index()
 
@@ -74,6 +86,19 @@ def summarize(table: pd.DataFrame, scale: str | None) -> pd.DataFrame:
 def saturation(summary: pd.DataFrame, scale: str | None) -> pd.DataFrame:
     """Per series: the first scale where calls/s falls below SATURATION × ideal, and what binds there."""
     rows = []
+    if "cold_start_mean_s_mean" in summary:  # container starts: the fastest and slowest point of each series
+        for variant, g in summary.groupby("variant", sort=False):
+            best, worst = g.loc[g["cold_start_mean_s_mean"].idxmin()], g.loc[g["cold_start_mean_s_mean"].idxmax()]
+            rows.append(
+                {
+                    "series": variant,
+                    "fastest mean start, s": best["cold_start_mean_s_mean"],
+                    "at": best[scale],
+                    "slowest, s": worst["cold_start_mean_s_mean"],
+                    "at ": worst[scale],
+                }
+            )
+        return pd.DataFrame(rows)
     if "creation_rate_per_s_mean" in summary:  # sandboxes: where the rate peaks and what binds there
         for variant, g in summary.groupby("variant", sort=False):
             top = g.loc[g["creation_rate_per_s_mean"].idxmax()]
@@ -264,6 +289,30 @@ def fig_created(series: dict, label: str) -> plt.Figure:
     return fig
 
 
+def fig_panels(summary: pd.DataFrame, scale: str, metrics: list[tuple[str, str]], title: str) -> plt.Figure:
+    """One panel per (metric, label), a line per series."""
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4), squeeze=False)
+    for ax, (metric, label) in zip(axes[0], metrics, strict=True):
+        _lines(ax, summary, scale, metric)
+        ax.set_title(label)
+        _xaxis(ax, summary[scale], scale)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def fig_starts(series: dict, label: str) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.scatter(series["t"], series["total"], s=6)
+    ax.set_xlabel("simulated time, s")
+    ax.set_ylabel("container start, s")
+    ax.set_yscale("log")
+    ax.grid(True, alpha=0.3)
+    ax.set_title(f"Every container start of one point: {label}")
+    return fig
+
+
 def fig_binding(summary: pd.DataFrame, scale: str) -> plt.Figure:
     variants = list(dict.fromkeys(summary["variant"]))
     scales = sorted(summary[scale].unique())
@@ -351,16 +400,43 @@ def make_report(
     description: str = "",
     scale: str | None = None,
     timeseries_point: int | None = None,
+    factors: list[str] | None = None,
 ) -> Path:
-    """Write the PNGs and report.html under ``out``; return the page's path."""
+    """Write the PNGs and report.html under ``out``; return the page's path. Factors other than ``scale`` split the
+    series (a line per variant and value)."""
     out.mkdir(parents=True, exist_ok=True)
     if not scale or scale not in table:
         scale = "clients.count"
+    table = table.copy()
+    for key in [f for f in factors or [] if f != scale and f in table]:  # every other factor splits the series
+        table["variant"] = table["variant"].astype(str) + ", " + key.split(".")[-1] + "=" + table[key].astype(str)
     summary = summarize(table, scale)
     summary.to_csv(out / "summary.csv", index=False)
     figures: list[tuple[str, plt.Figure]] = []
     sandboxes = "creation_rate_per_s_mean" in summary
-    if len(summary) and sandboxes:
+    coldstart = "cold_start_mean_s_mean" in summary
+    if len(summary) and coldstart:
+        figures += [
+            (
+                "coldstart",
+                fig_panels(
+                    summary,
+                    scale,
+                    [("cold_start_mean_s", "mean"), ("cold_start_p50_s", "p50"), ("cold_start_p99_s", "p99")],
+                    "Container start, seconds",
+                ),
+            ),
+            (
+                "snapshots",
+                fig_panels(
+                    summary,
+                    scale,
+                    [("snapshot_creations", "snapshot creations"), ("restore_fallbacks", "restore fallbacks")],
+                    "Snapshot lifecycle (counts per run)",
+                ),
+            ),
+        ]
+    elif len(summary) and sandboxes:
         figures += [
             ("rate", fig_rate(summary, scale)),
             ("tti", fig_tti(summary, scale)),
@@ -384,7 +460,7 @@ def make_report(
         series: dict = {}
         run_scenario(scenario_of(row), seed=int(row["seed"]), series=series)
         point_label = f"{row['variant']}, {scale} = {row[scale]:g}, seed {int(row['seed'])}"
-        draw = fig_created if sandboxes else fig_timeseries
+        draw = fig_starts if coldstart else fig_created if sandboxes else fig_timeseries
         figures.append(("timeseries", draw(series, point_label)))
     pngs = []
     for name, fig in figures:
@@ -405,8 +481,17 @@ def make_report(
         f"{html.escape(json.dumps(to_dict(scenario_of(r)), indent=1))}</pre></details>"
         for _, r in first_rows.iterrows()
     )
+    heading = (
+        "Each series"
+        if coldstart
+        else "Where each series peaks"
+        if sandboxes
+        else "Where each series leaves the ideal line"
+    )
     intro = (
-        "The peak creation rate and the most utilized resource there."
+        "The fastest and slowest mean container start of each series."
+        if coldstart
+        else "The peak creation rate and the most utilized resource there."
         if sandboxes
         else f"The first {html.escape(scale)} at which calls/s falls below {SATURATION:.0%} of the ideal, and the "
         "limit that binds there."
@@ -418,7 +503,7 @@ figure{{margin:1.5em 0}} figcaption{{color:#777;font-size:12px}}</style></head><
 <h1>{html.escape(title)}</h1><p>{html.escape(description)}</p>
 <p>{len(table)} runs, {len(errors)} with errors; {summary["seeds"].max() if len(summary) else 0} seeds per point;
 95% confidence intervals over seeds (t distribution).</p>
-<h2>{"Where each series peaks" if sandboxes else "Where each series leaves the ideal line"}</h2>
+<h2>{heading}</h2>
 <p>{intro}</p>{sat.to_html(index=False, float_format=lambda v: f"{v:,.4g}")}
 {"".join(_img(p) for p in pngs)}
 <h2>The numbers</h2>{numbers.to_html(index=False, float_format=lambda v: f"{v:,.4g}", na_rep="")}
@@ -452,6 +537,7 @@ def main(argv: list[str] | None = None) -> int:
             description=meta.get("description", ""),
             scale=args.scale or meta.get("scale"),
             timeseries_point=args.point if args.point is not None else meta.get("report_point"),
+            factors=list(meta.get("factors", {})),
         )
         print(f"report: {page}")
         return 0

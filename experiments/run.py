@@ -76,7 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps(out))
         else:
-            kind = f"approach {sc.approach}" if sc.model == "function" else f"control plane {sc.control_plane}"
+            kind = {
+                "function": lambda: f"approach {sc.approach}",
+                "sandboxes": lambda: f"control plane {sc.control_plane}",
+                "coldstart": lambda: f"mode {sc.coldstart.mode}",
+            }[sc.model]()
             print(f"{sc.name or args.scenario} ({kind}, seed {args.seed})")
             for k in HEADLINE[sc.model]:
                 v = metrics.get(k)

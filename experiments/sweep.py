@@ -72,6 +72,8 @@ class Point:
             return 0.0
         if sc.model == "sandboxes":
             return float(sc.sandboxes.count)
+        if sc.model == "coldstart":
+            return float(sc.coldstart.starts)
         return sc.ideal_calls_per_s() * sc.duration_s
 
 
@@ -282,6 +284,7 @@ def _flat_metrics(m: dict) -> dict:
 PROBE = {  # a tiny run of a point's model, to learn its metric columns
     "function": {"duration_s": 1.0, "clients.count": 1, "clients.in_flight": 1, "function.copies": 1},
     "sandboxes": {"sandboxes.count": 10, "fleet.workers": 10},
+    "coldstart": {"coldstart.starts": 5},
 }
 
 
@@ -481,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
                 description=spec.description,
                 scale=spec.scale,
                 timeseries_point=spec.report_point,
+                factors=list(spec.factors),
             )
             print(f"report: {page}")
         return 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from sim.dists import Dist, LogNormal
 from sim.engine import Sim
@@ -42,6 +43,10 @@ class AutoscalerParams:
         source="domain.md §1 'boot in about one second'; median fitted to the reference load test",
         doc="container start to ready, for a program that imports nothing heavy",
     )
+    program: str = param(
+        "", doc="a coldstart scenario (preset or file): cold starts come from its model, not cold_start"
+    )
+    program_mode: Literal["", "lazy", "snapshot"] = param("", doc="the program's start mode ('' = the scenario's)")
     min_containers: int = param(0, ge=0, source="domain.md §1 (Modal default 0)")
     max_containers: int = param(0, ge=0, source="domain.md §1 (Modal default unlimited; 0 = no cap)")
     buffer_containers: int = param(0, ge=0, source="domain.md §1 (Modal default 0)")
@@ -85,7 +90,19 @@ class ContainerPool:
         self.peak = 0
         self.cold_starts = 0
         self._ids = 0
-        self._cold_start = params.cold_start.sampler(streams.get(f"cold_start/{name}"))
+        if params.program:  # the container-start model of a named program (models/coldstart.py)
+            from models.coldstart import Starter, load_program
+            from sim.scenario import ScenarioError
+
+            try:
+                program = load_program(params.program, params.program_mode)
+            except ScenarioError as e:
+                raise ScenarioError(f"autoscaler.program: {e}") from None
+            self.starter = Starter(program, streams, f"coldstart/{name}")
+            self._cold_start = self.starter.sampler(lambda: sim.now)
+        else:
+            self.starter = None
+            self._cold_start = params.cold_start.sampler(streams.get(f"cold_start/{name}"))
         # The autoscaler's loop runs on its own clock: the first decision falls at a random point of an interval.
         self._phase = float(streams.get(f"autoscaler/{name}").uniform(0.0, params.interval_s))
         if fixed:  # an always-warm pool of `fixed` containers, no autoscaling (the mmc preset)
