@@ -144,7 +144,8 @@ def _lines(ax: plt.Axes, summary: pd.DataFrame, scale: str, metric: str) -> None
         g = g.sort_values(scale)
         x, y, ci = g[scale], g[f"{metric}_mean"], g[f"{metric}_ci95"].fillna(0)
         line = ax.plot(x, y, marker="o", ms=3, label=variant)[0]
-        ax.fill_between(x, y - ci, y + ci, color=line.get_color(), alpha=0.2, lw=0)
+        # every metric drawn here is a count, a rate or a duration: the band stops at 0
+        ax.fill_between(x, np.maximum(y - ci, 0), y + ci, color=line.get_color(), alpha=0.2, lw=0)
 
 
 def fig_throughput(summary: pd.DataFrame, scale: str) -> plt.Figure:
@@ -164,27 +165,6 @@ def fig_throughput(summary: pd.DataFrame, scale: str) -> plt.Figure:
     _xaxis(ax, summary[scale], scale)
     ax.legend(fontsize=8)
     ax.set_title("Throughput against scale")
-    return fig
-
-
-def fig_latency(summary: pd.DataFrame, scale: str) -> plt.Figure:
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for ax, q in zip(axes, ("p50", "p99"), strict=True):
-        _lines(ax, summary, scale, f"added_latency_{q}_s")
-        ax.set_title(f"added latency {q}")
-        _xaxis(ax, summary[scale], scale)
-    axes[0].set_ylabel("seconds (response − own work)")
-    axes[0].legend(fontsize=8)
-    return fig
-
-
-def fig_containers(summary: pd.DataFrame, scale: str) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(7, 4))
-    _lines(ax, summary, scale, "containers_peak")
-    ax.set_ylabel("containers (peak)")
-    _xaxis(ax, summary[scale], scale)
-    ax.legend(fontsize=8)
-    ax.set_title("Containers against scale")
     return fig
 
 
@@ -230,28 +210,6 @@ def fig_rate(summary: pd.DataFrame, scale: str) -> plt.Figure:
     return fig
 
 
-def fig_tti(summary: pd.DataFrame, scale: str) -> plt.Figure:
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for ax, q in zip(axes, ("p50", "p99"), strict=True):
-        _lines(ax, summary, scale, f"tti_{q}_s")
-        ax.set_title(f"time to interactive {q}")
-        _xaxis(ax, summary[scale], scale)
-    axes[0].set_ylabel("seconds")
-    axes[0].legend(fontsize=8)
-    return fig
-
-
-def fig_rejections(summary: pd.DataFrame, scale: str) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(7, 4))
-    _lines(ax, summary, scale, "rejections")
-    ax.set_ylabel("rejected placements (retried)")
-    ax.set_yscale("symlog", linthresh=10)
-    _xaxis(ax, summary[scale], scale)
-    ax.legend(fontsize=8)
-    ax.set_title("Rejections against " + scale)
-    return fig
-
-
 def fig_utilization(summary: pd.DataFrame, scale: str) -> plt.Figure:
     resources = sorted(
         c[len("utilization.") : -len("_mean")]
@@ -289,13 +247,18 @@ def fig_created(series: dict, label: str) -> plt.Figure:
     return fig
 
 
-def fig_panels(summary: pd.DataFrame, scale: str, metrics: list[tuple[str, str]], title: str) -> plt.Figure:
-    """One panel per (metric, label), a line per series."""
-    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4), squeeze=False)
+def fig_panels(
+    summary: pd.DataFrame, scale: str, metrics: list[tuple[str, str]], title: str, log: bool = False
+) -> plt.Figure:
+    """One panel per (metric, label), a line per series with its 95% CI band."""
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics) + 1, 4), squeeze=False)
     for ax, (metric, label) in zip(axes[0], metrics, strict=True):
         _lines(ax, summary, scale, metric)
         ax.set_title(label)
         _xaxis(ax, summary[scale], scale)
+        if log:
+            ax.set_yscale("symlog", linthresh=10)
+            ax.set_ylim(bottom=0)
     axes[0][0].legend(fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
@@ -439,16 +402,38 @@ def make_report(
     elif len(summary) and sandboxes:
         figures += [
             ("rate", fig_rate(summary, scale)),
-            ("tti", fig_tti(summary, scale)),
-            ("rejections", fig_rejections(summary, scale)),
+            (
+                "tti",
+                fig_panels(
+                    summary, scale, [("tti_p50_s", "p50"), ("tti_p99_s", "p99")], "Time to interactive, seconds"
+                ),
+            ),
+            (
+                "rejections",
+                fig_panels(
+                    summary,
+                    scale,
+                    [("rejections", "rejected placements"), ("retries", "retries")],
+                    "Rejections and retries",
+                    log=True,
+                ),
+            ),
             ("utilization", fig_utilization(summary, scale)),
             ("binding", fig_binding(summary, scale)),
         ]
     elif len(summary):
         figures += [
             ("throughput", fig_throughput(summary, scale)),
-            ("latency", fig_latency(summary, scale)),
-            ("containers", fig_containers(summary, scale)),
+            (
+                "latency",
+                fig_panels(
+                    summary,
+                    scale,
+                    [("added_latency_p50_s", "p50"), ("added_latency_p99_s", "p99")],
+                    "Added latency, seconds (response − own work)",
+                ),
+            ),
+            ("containers", fig_panels(summary, scale, [("containers_peak", "containers (peak)")], "Containers")),
             ("errors", fig_errors(summary, scale)),
             ("binding", fig_binding(summary, scale)),
         ]
