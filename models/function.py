@@ -21,6 +21,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappush
+
+from simpy.events import NORMAL
 
 from models.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
 from sim.engine import Sim
@@ -104,6 +107,9 @@ class Function:
         self.on_done = on_done
         # bound once: the per-input path below reads these millions of times
         self._call_in = sim.call_in
+        # The per-input path pushes its callback entries itself, in sim/engine.py's form (time, priority, id, fn,
+        # arg): the same as sim.call_in without a function call, on the path every input takes twice.
+        self._queue, self._eid = sim.queue, sim.eid
         self._finish_cb = self._finish
         self._work = log.work
         self._started_at = log.started
@@ -151,7 +157,9 @@ class Function:
                 self.n_running[style] += 1
                 c.running += 1
                 self._started_at[call] = now
-                self._call_in(self._work[call], self._finish_cb, (call, style, c))
+                heappush(
+                    self._queue, (now + self._work[call], NORMAL, next(self._eid), self._finish_cb, (call, style, c))
+                )
                 return None
         pending.append((call, style))
         self.n_pending[style] += 1
@@ -220,7 +228,7 @@ class Function:
             self.n_pending[nstyle] -= 1
             self.n_running[nstyle] += 1
             self._started_at[nxt] = now
-            self._call_in(self._work[nxt], self._finish_cb, (nxt, nstyle, c))
+            heappush(self._queue, (now + self._work[nxt], NORMAL, next(self._eid), self._finish_cb, (nxt, nstyle, c)))
         else:
             c.running -= 1
             if c.running == 0:

@@ -24,8 +24,8 @@ class Sim:
 
     def __init__(self) -> None:
         self.env = self._env = simpy.Environment()
-        self._queue = self.env._queue  # SimPy's event heap: (time, priority, id, event)
-        self._eid = self.env._eid
+        self._queue = self.queue = self.env._queue  # SimPy's event heap: (time, priority, id, event)
+        self._eid = self.eid = self.env._eid  # its insertion counter (ties in time and priority go in order)
 
     @property
     def now(self) -> float:
@@ -50,8 +50,12 @@ class Sim:
             while queue:
                 entry = pop(queue)
                 env._now = entry[0]
-                if len(entry) == 5:  # a callback: (time, priority, id, fn, arg)
-                    entry[3](entry[4])
+                try:
+                    arg = entry[4]  # a callback: (time, priority, id, fn, arg)
+                except IndexError:
+                    arg = _EVENT
+                if arg is not _EVENT:
+                    entry[3](arg)
                     continue
                 # a SimPy event, (time, priority, id, event): as simpy.Environment.step
                 event = entry[3]
@@ -69,6 +73,9 @@ class Sim:
     def events(self) -> int:
         """Events scheduled so far (SimPy's insertion counter; reading it advances it by one)."""
         return next(self._eid)
+
+
+_EVENT = object()  # marks a SimPy event entry in run()'s loop
 
 
 class _Halt(Exception):
