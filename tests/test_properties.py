@@ -104,3 +104,66 @@ def test_every_call_is_accounted_for(tree, seed):
             assert t.pool.peak <= tree["autoscaler"]["max_containers"]
     if isinstance(load, ClosedLoop) and tree["clients"]["retry"] == "backoff" and m["calls_in_flight"] == 0:
         assert m["errors"] == 0  # backoff retries until accepted; nothing fails
+
+
+sandbox_scenarios = st.fixed_dictionaries(
+    {
+        "model": st.just("sandboxes"),
+        "control_plane": st.sampled_from(["modal-v2", "modal-v1", "kubernetes"]),
+        "horizon_s": st.floats(1, 200),
+        "sandboxes": st.fixed_dictionaries(
+            {
+                "count": st.integers(1, 400),
+                "cpu": st.sampled_from([0.5, 4.0, 16.0]),
+                "lifetime_s": st.sampled_from([0.0, 0.5, 5.0]),
+            }
+        ),
+        "client": st.fixed_dictionaries(
+            {"rate": st.floats(10, 5000), "concurrency": st.integers(1, 500), "tick_s": st.sampled_from([0.01, 0.1])}
+        ),
+        "fleet": st.fixed_dictionaries(
+            {
+                "workers": st.integers(1, 40),
+                "worker_cpu": st.sampled_from([16.0, 64.0]),
+                "rtnl_hold_s": st.sampled_from([0.0, 0.01, 0.156]),
+            }
+        ),
+        "scheduler": st.fixed_dictionaries(
+            {
+                "count": st.integers(1, 8),
+                "placement": st.sampled_from(["random", "power_of_d", "least_loaded"]),
+                "publish_interval_s": st.sampled_from([0.05, 1.0, 10.0]),
+                "publish_phases": st.integers(1, 5),
+            }
+        ),
+    }
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tree=sandbox_scenarios, seed=st.integers(0, 2**32))
+def test_sandbox_creation_never_overfills_a_worker_nor_loses_a_sandbox(tree, seed):
+    from experiments.cli import build_scenario
+    from models import sandboxes
+
+    fleets = []
+    orig = sandboxes.Fleet.__init__
+
+    def spy(self, *a, **k):
+        orig(self, *a, **k)
+        fleets.append(self)
+
+    sandboxes.Fleet.__init__ = spy
+    try:
+        m = sandboxes.run(build_scenario(tree), seed=seed)
+    finally:
+        sandboxes.Fleet.__init__ = orig
+    fleet = fleets[0]
+    assert all(0 <= u <= fleet.slots for u in fleet.used)  # a worker is its own source of truth
+    assert m["sandboxes_created"] <= m["sandboxes_issued"] <= m["sandboxes_requested"]
+    assert fleet.accepted >= m["sandboxes_created"]
+    assert m["retries"] >= 0 and m["rejections"] >= 0
+    if tree["sandboxes"]["lifetime_s"] == 0:
+        assert sum(fleet.used) == fleet.accepted  # nothing released while every sandbox lives to the end
+    for q in ("tti_p50_s", "schedule_latency_p50_s"):
+        assert m[q] is None or m[q] >= 0
