@@ -7,6 +7,7 @@ a parameter file (e.g. one written by ``calibration.fit``) before the ``--set`` 
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 from experiments.cli import ArgParser, load_scenario, main_guard, run_scenario
@@ -39,6 +40,17 @@ HEADLINE = {
         "wall_s",
     ],
 }
+
+
+def _finite(value: object) -> object:
+    """JSON has no NaN or infinity: an undefined figure is null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def parser() -> ArgParser:
@@ -74,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         metrics = run_scenario(sc, seed=args.seed)
         out = {**metrics, "seed": args.seed, "scenario": to_dict(sc)}
         if args.json:
-            print(json.dumps(out))
+            print(json.dumps(_finite(out), allow_nan=False))
         else:
             kind = {
                 "function": lambda: f"approach {sc.approach}",
