@@ -19,7 +19,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappush
 from typing import Literal, Protocol
+
+from simpy.events import NORMAL
 
 from sim.dists import Dist, Exponential
 from sim.engine import Sim
@@ -257,7 +260,6 @@ class OpenLoop(Load):
     def start(self) -> None:
         self._target = self.targets[0]
         self._new = self.log.new
-        self._call_in = self.sim.call_in
         self._arrive_cb = self._arrive
         self.sim.call_in(self._gap(), self._arrive)
 
@@ -270,6 +272,6 @@ class OpenLoop(Load):
         kind = self._target.submit(call, self.style)
         if kind is not None:
             self._rejected(call, kind)
-        gap = self._gap()
-        if now + gap < self.duration:
-            self._call_in(gap, self._arrive_cb)
+        nxt = now + self._gap()
+        if nxt < self.duration:  # the next arrival: a callback entry in sim/engine.py's form, pushed directly
+            heappush(self.sim.queue, (nxt, NORMAL, next(self.sim.eid), self._arrive_cb, None))
