@@ -25,6 +25,44 @@ MODELS = {
 
 BAD_INPUT = 2
 
+# The headline metrics of each model: what `experiments.run` prints and the report tabulates.
+KEY_METRICS = {
+    "function": [
+        "calls_per_s",
+        "ideal_calls_per_s",
+        "first_n_back_s",
+        "added_latency_p50_s",
+        "added_latency_p99_s",
+        "containers_peak",
+        "errors",
+        "errors_by_kind",
+        "retries",
+        "binding_limit",
+        "binding_share",
+    ],
+    "sandboxes": [
+        "sandboxes_created",
+        "creation_makespan_s",
+        "creation_rate_per_s",
+        "schedule_latency_p99_s",
+        "tti_p50_s",
+        "tti_p99_s",
+        "rejections",
+        "retries",
+        "utilization",
+        "bottleneck",
+    ],
+    "coldstart": [
+        "cold_start_p0_s",
+        "cold_start_p50_s",
+        "cold_start_mean_s",
+        "cold_start_p99_s",
+        "snapshot_creations",
+        "restore_fallbacks",
+        "bytes_fetched",
+    ],
+}
+
 
 class ArgParser(argparse.ArgumentParser):
     """argparse, but usage errors are one line and exit 2 like every other bad input."""
@@ -32,6 +70,11 @@ class ArgParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         print(f"{self.prog}: {message}", file=sys.stderr)
         sys.exit(BAD_INPUT)
+
+
+def add_set_option(p: argparse.ArgumentParser, help: str = "override a scenario key (repeatable)") -> None:
+    """``--set KEY=VALUE``, repeatable, into ``args.sets``: the same on every command."""
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help=help)
 
 
 def schema_of(tree: dict) -> type:

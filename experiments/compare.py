@@ -15,13 +15,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from experiments.cli import ArgParser, load_scenario, main_guard, run_scenario
+from experiments.cli import ArgParser, add_set_option, load_scenario, main_guard, run_scenario
 
 
 def main(argv: list[str] | None = None) -> int:
     p = ArgParser(prog="python -m experiments.compare", description=__doc__.splitlines()[0])
     p.add_argument("scenarios", nargs="+", help="preset names or scenario files")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    add_set_option(p, "override a scenario key of every scenario (repeatable)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, required=True, help="the PNG to write")
     p.add_argument("--title", default="")

@@ -10,36 +10,8 @@ import json
 import math
 import sys
 
-from experiments.cli import ArgParser, load_scenario, main_guard, run_scenario
+from experiments.cli import KEY_METRICS, ArgParser, add_set_option, load_scenario, main_guard, run_scenario
 from sim.scenario import to_dict
-
-HEADLINE = {
-    "function": [
-        "calls_per_s",
-        "ideal_calls_per_s",
-        "first_n_back_s",
-        "added_latency_p50_s",
-        "added_latency_p99_s",
-        "containers_peak",
-        "errors",
-        "errors_by_kind",
-        "binding_limit",
-        "wall_s",
-    ],
-    "sandboxes": [
-        "sandboxes_created",
-        "creation_makespan_s",
-        "creation_rate_per_s",
-        "schedule_latency_p99_s",
-        "tti_p50_s",
-        "tti_p99_s",
-        "rejections",
-        "retries",
-        "utilization",
-        "bottleneck",
-        "wall_s",
-    ],
-}
 
 
 def _finite(value: object) -> object:
@@ -56,14 +28,7 @@ def _finite(value: object) -> object:
 def parser() -> ArgParser:
     p = ArgParser(prog="python -m experiments.run", description=__doc__.splitlines()[0])
     p.add_argument("scenario", help="preset name or path to a scenario TOML file")
-    p.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a scenario key (repeatable), e.g. --set clients.count=64",
-    )
+    add_set_option(p, "override a scenario key (repeatable), e.g. --set clients.count=64")
     p.add_argument(
         "--params",
         action="append",
@@ -94,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                 "coldstart": lambda: f"mode {sc.coldstart.mode}",
             }[sc.model]()
             print(f"{sc.name or args.scenario} ({kind}, seed {args.seed})")
-            for k in HEADLINE[sc.model]:
+            for k in [*KEY_METRICS[sc.model], "wall_s"]:
                 v = metrics.get(k)
                 print(f"  {k:22s} {v:.4g}" if isinstance(v, float) else f"  {k:22s} {v}")
         return 0

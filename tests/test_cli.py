@@ -80,9 +80,17 @@ def test_a_scenario_file_and_set(tmp_path, capsys):
     assert out["scenario"]["clients"]["count"] == 3 and out["calls_issued"] >= 30
 
 
-def test_human_output(capsys):
-    assert run.main(["loadtest-batching", "--set", "duration_s=10"]) == 0
-    assert "calls_per_s" in capsys.readouterr().out
+@pytest.mark.parametrize(
+    "args, shows",
+    [
+        (["loadtest-batching", "--set", "duration_s=10"], "calls_per_s"),
+        (["sandboxes-v2", "--set", "sandboxes.count=500", "--set", "fleet.workers=20"], "creation_rate_per_s"),
+        (["coldstart-torch", "--set", "coldstart.starts=20"], "cold_start_p50_s"),
+    ],
+)
+def test_human_output_for_every_model(capsys, args, shows):
+    assert run.main(args) == 0
+    assert shows in capsys.readouterr().out
 
 
 def test_bench_quick_runs():

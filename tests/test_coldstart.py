@@ -114,3 +114,17 @@ def test_a_load_test_takes_its_cold_starts_from_a_program():
     plain = run_scenario(preset("loadtest-spawn", "duration_s=30"))
     assert lazy["first_n_back_s"] != plain["first_n_back_s"]
     assert snap["added_latency_p90_s"] < lazy["added_latency_p90_s"]
+
+
+def test_a_coldstart_sweep_and_its_report(tmp_path):
+    import pandas as pd
+
+    from experiments import sweep
+
+    out = tmp_path / "pages"
+    assert sweep.main(["coldstart-pages", "--quick", "--out", str(out), "--jobs", "1"]) == 0
+    t = pd.read_parquet(out / "results.parquet")
+    assert len(t) == 4 and (t["error"] == "").all()  # lazy and snapshot × two pages-file sizes
+    assert {p.stem for p in out.glob("*.png")} == {"coldstart", "snapshots", "timeseries"}
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 3 and "cold_start_mean_s_mean" in page

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments import report, sweep
+from experiments import report, spec, sweep
 from sim.scenario import ScenarioError
 
 SMALL = ["--set", "duration_s=10", "--factor", "clients.count=1,2", "--seeds", "2", "--no-report"]
@@ -72,16 +72,16 @@ def _exit_code(fn) -> int:
 
 
 def test_spec_expansion_and_command_line():
-    spec = sweep.load_spec(None, ["duration_s=5"], ["clients.count=1,2"], seeds=2)
-    assert spec.name == "loadtest-scale" and spec.seeds == 2
-    assert len(spec.points) == 5 * 2  # five approaches × two scales
-    copies = [p for p in spec.points if p.variant == "copies"]
+    s = spec.load_spec(None, ["duration_s=5"], ["clients.count=1,2"], seeds=2)
+    assert s.name == "loadtest-scale" and s.seeds == 2
+    assert len(s.points) == 5 * 2  # five approaches × two scales
+    copies = [p for p in s.points if p.variant == "copies"]
     assert ("function.copies", 0) in copies[0].sets and ("clients.count", 2) in copies[1].sets
-    assert spec.points[spec.report_point].variant == "spawn"
-    assert dict(spec.points[spec.report_point].sets)["clients.count"] == 2  # nearest to the reference 8
-    quick = sweep.load_spec(None, quick=True)
+    assert s.points[s.report_point].variant == "spawn"
+    assert dict(s.points[s.report_point].sets)["clients.count"] == 2  # nearest to the reference 8
+    quick = spec.load_spec(None, quick=True)
     assert quick.seeds == 2 and quick.factors["clients.count"] == [1, 4, 16]
-    single = sweep.load_spec("loadtest-spawn", [], ["clients.count=1,2,3"])
+    single = spec.load_spec("loadtest-spawn", [], ["clients.count=1,2,3"])
     assert [p.variant for p in single.points] == ["base"] * 3
 
 

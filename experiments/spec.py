@@ -1,0 +1,218 @@
+"""Sweep specs: a base scenario, named variants, factors and seeds, expanded into points (experiments/sweeps/*.toml).
+
+A spec is TOML with ``name``, ``description``, ``seeds``, ``scale`` (the report's x axis), ``[base]`` (``scenario``
+and ``set``), ``[factors]`` (key → list of values; their cartesian product), ``[[variants]]`` (``name``,
+``scenario``, ``set``: each its own scenario, crossed with the factors), ``[report]`` (``point``: whose time series
+to draw) and ``[quick]`` (``seeds``, ``factors``, ``set``: the reduced version). A scenario (preset or file) is also
+a spec: the sweep of that scenario over the command line's ``--factor``s. Every key is checked against the sweep's
+scenario schema, so a bad spec exits 2 naming the key; a value out of range is a point's error, recorded in its row.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+from experiments.cli import build_scenario, schema_of
+from sim.scenario import PRESETS, ScenarioError, parse_value, read_toml, resolve, schema_keys, set_dotted
+
+SWEEPS = Path(__file__).resolve().parent / "sweeps"
+DEFAULT = "loadtest-scale"
+SPEC_KEYS = {"name", "description", "seeds", "scale", "base", "factors", "variants", "report", "quick"}
+
+
+@dataclass(frozen=True)
+class Point:
+    index: int
+    variant: str
+    scenario: str  # preset name or scenario file
+    sets: tuple[tuple[str, Any], ...]  # overrides in order: base, variant, factors
+
+    def tree(self) -> tuple[dict, Path | None]:
+        tree, base = resolve(self.scenario)
+        for key, value in self.sets:
+            set_dotted(tree, key, value)
+        return tree, base
+
+    def cost(self) -> float:
+        """Calls or sandboxes to simulate, for scheduling the big points first (0 if it does not build)."""
+        try:
+            tree, base = self.tree()
+            sc = build_scenario(tree, base)
+        except ScenarioError:
+            return 0.0
+        if sc.model == "sandboxes":
+            return float(sc.sandboxes.count)
+        if sc.model == "coldstart":
+            return float(sc.coldstart.starts)
+        return sc.ideal_calls_per_s() * sc.duration_s
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    description: str
+    seeds: int
+    scale: str | None  # the report's x axis
+    factors: dict[str, list]
+    points: tuple[Point, ...]
+    report_point: int  # the point whose time series the report draws
+
+    def key(self) -> str:
+        """What identifies the sweep's results (a rerun must be the same sweep to continue it)."""
+        return json.dumps({"seeds": self.seeds, "points": [asdict(p) for p in self.points]}, sort_keys=True)
+
+
+def _check_keys(where: str, data: dict, allowed: set[str]) -> None:
+    for k in data:
+        if k not in allowed:
+            raise ScenarioError(f"{where}{k}: unknown key (known here: {', '.join(sorted(allowed))})")
+
+
+def _table(where: str, value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise ScenarioError(f"{where}: expected a table, got {value!r}")
+    return value
+
+
+def _scenario_keys(where: str, sets: dict, schema: type) -> list[tuple[str, Any]]:
+    keys = schema_keys(schema)
+    for k in sets:
+        if k not in keys:
+            raise ScenarioError(f"{where}.{k}: not a scenario key")
+    return list(sets.items())
+
+
+def load_spec(
+    arg: str | None, sets: list[str] = (), factors: list[str] = (), seeds: int | None = None, quick: bool = False
+) -> Spec:
+    """Read a sweep spec (or a scenario to sweep), apply the command line, and expand its points."""
+    name = arg or DEFAULT
+    path = Path(name)
+    if (SWEEPS / f"{name}.toml").exists():
+        path, raw = SWEEPS / f"{name}.toml", read_toml(SWEEPS / f"{name}.toml")
+    elif path.suffix == ".toml" and path.exists() and {"base", "factors", "variants"} & set(read_toml(path)):
+        raw = read_toml(path)
+    else:  # a scenario: sweep it over the --factors
+        resolve(name)  # fails with a clear line if it is neither
+        raw = {"name": Path(name).stem, "base": {"scenario": name}}
+    base_dir = path.parent if path.suffix == ".toml" else Path.cwd()
+    _check_keys("", raw, SPEC_KEYS)
+    spec_name = raw.get("name", path.stem)
+    if not isinstance(spec_name, str) or not spec_name or "/" in spec_name:
+        raise ScenarioError(f"name: expected a plain name, got {spec_name!r}")
+
+    base = _table("base", raw.get("base", {}))
+    _check_keys("base.", base, {"scenario", "set"})
+    base_scenario = base.get("scenario", "")
+    variants = raw.get("variants", [])
+    if not isinstance(variants, list):
+        raise ScenarioError("variants: expected an array of tables ([[variants]])")
+    first = base_scenario or (variants[0].get("scenario", "") if variants and isinstance(variants[0], dict) else "")
+    if not first:
+        raise ScenarioError("base.scenario: a sweep needs a base scenario or variants with scenarios")
+    schema = schema_of(resolve(_locate(first, base_dir))[0])
+    base_sets = _scenario_keys("base.set", _table("base.set", base.get("set", {})), schema)
+    factor_table = dict(_table("factors", raw.get("factors", {})))
+    n_seeds = raw.get("seeds", 1)
+
+    if quick:
+        q = _table("quick", raw.get("quick")) if "quick" in raw else None
+        if q is None:
+            raise ScenarioError(f"{name}: has no [quick] table, so there is no --quick version of it")
+        _check_keys("quick.", q, {"seeds", "factors", "set"})
+        n_seeds = q.get("seeds", n_seeds)
+        factor_table.update(_table("quick.factors", q.get("factors", {})))
+        base_sets += _scenario_keys("quick.set", _table("quick.set", q.get("set", {})), schema)
+    for s in sets:
+        if "=" not in s:
+            raise ScenarioError(f"--set {s}: expected KEY=VALUE")
+        k, v = s.split("=", 1)
+        base_sets += _scenario_keys("--set", {k.strip(): parse_value(v.strip())}, schema)
+    for f in factors:
+        if "=" not in f:
+            raise ScenarioError(f"--factor {f}: expected KEY=V1,V2,...")
+        k, v = f.split("=", 1)
+        factor_table[k.strip()] = [parse_value(x.strip()) for x in v.split(",") if x.strip()]
+    if seeds is not None:
+        n_seeds = seeds
+    if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or n_seeds < 1:
+        raise ScenarioError(f"seeds: expected an integer >= 1, got {n_seeds!r}")
+    _scenario_keys("factors", factor_table, schema)
+    for k, values in factor_table.items():
+        if not isinstance(values, list) or not values:
+            raise ScenarioError(f"factors.{k}: expected a non-empty list of values, got {values!r}")
+
+    if not variants:
+        if not base_scenario:
+            raise ScenarioError("base.scenario: a sweep without variants needs a base scenario")
+        variants = [{"name": "base", "scenario": base_scenario}]
+    expanded = []
+    for i, v in enumerate(variants):
+        v = _table(f"variants[{i}]", v)
+        _check_keys(f"variants[{i}].", v, {"name", "scenario", "set"})
+        vname = v.get("name", f"variant-{i}")
+        scenario = v.get("scenario", base_scenario)
+        if not scenario:
+            raise ScenarioError(f"variants[{i}].scenario: missing (and no base.scenario)")
+        scenario = _locate(scenario, base_dir)
+        # an unknown preset, an unreadable file or another model is the spec's error, not a point's
+        if schema_of(resolve(scenario)[0]) is not schema:
+            raise ScenarioError(f"variants[{i}].scenario: {scenario} is another model than the sweep's first scenario")
+        vsets = _scenario_keys(f"variants[{i}].set", _table("set", v.get("set", {})), schema)
+        expanded.append((vname, scenario, vsets))
+
+    points = []
+    keys = list(factor_table)
+    for vname, scenario, vsets in expanded:
+        for combo in product(*(factor_table[k] for k in keys)):
+            sets_ = tuple(base_sets + vsets + list(zip(keys, combo, strict=True)))
+            points.append(Point(len(points), vname, scenario, sets_))
+
+    scale = raw.get("scale", keys[0] if keys else None)
+    report = _table("report", raw.get("report", {}))
+    _check_keys("report.", report, {"point"})
+    return Spec(
+        spec_name,
+        raw.get("description", ""),
+        n_seeds,
+        scale,
+        factor_table,
+        tuple(points),
+        _report_point(points, report.get("point", {}), scale, factor_table),
+    )
+
+
+def _locate(scenario: str, base_dir: Path) -> str:
+    """A preset name stays a name; a relative scenario file is taken relative to the spec."""
+    if (PRESETS / f"{scenario}.toml").exists() or Path(scenario).is_absolute():
+        return scenario
+    candidate = base_dir / scenario
+    return str(candidate) if candidate.exists() else scenario
+
+
+def _report_point(points: list[Point], want: dict, scale: str | None, factors: dict) -> int:
+    """The point nearest [report] point = {variant = ..., KEY = value} (exact where the sweep has it, e.g. not in a
+    --quick version); default: the first variant at the middle scale."""
+    if not want and scale and scale in factors:
+        want = {scale: factors[scale][len(factors[scale]) // 2]}
+    candidates = [p for p in points if p.variant == want.get("variant", p.variant)]
+    if not candidates:
+        raise ScenarioError(f"report.point: no variant named {want.get('variant')!r}")
+
+    def distance(p: Point) -> float:
+        values = dict(p.sets)
+        d = 0.0
+        for k, v in want.items():
+            if k == "variant" or k not in values:
+                continue
+            got = values[k]
+            both_numbers = isinstance(v, (int, float)) and isinstance(got, (int, float))
+            d += abs(math.log2(max(got, 1e-9) / max(v, 1e-9))) if both_numbers else float(got != v)
+        return d
+
+    return min(candidates, key=distance).index
