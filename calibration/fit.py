@@ -59,12 +59,10 @@ class Objective:
     def __init__(self, pool: ProcessPoolExecutor, seeds: list[int]) -> None:
         self.pool = pool
         self.seeds = seeds
-        self.evaluations = 0
 
     def figures(self, sets: list[str]) -> dict[str, dict[str, float]]:
         jobs = [(a, tuple(sets), s) for a in REFERENCE for s in self.seeds]
         results = list(self.pool.map(_simulate, jobs))
-        self.evaluations += 1
         out = {}
         for a in REFERENCE:
             rows = [r for (ja, _, _), r in zip(jobs, results, strict=True) if ja == a]

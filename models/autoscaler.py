@@ -58,10 +58,9 @@ class AutoscalerParams:
 
 
 class Container:
-    __slots__ = ("id", "idle_since", "listed", "retired", "running")
+    __slots__ = ("idle_since", "listed", "retired", "running")
 
-    def __init__(self, cid: int, now: float) -> None:
-        self.id = cid
+    def __init__(self, now: float) -> None:
         self.running = 0  # inputs (or requests) in progress
         self.idle_since = now
         self.retired = False
@@ -89,7 +88,6 @@ class ContainerPool:
         self.starting = 0
         self.peak = 0
         self.cold_starts = 0
-        self._ids = 0
         if params.program:  # the container-start model of a named program (models/coldstart.py)
             from models.coldstart import Starter, load_program
             from sim.scenario import ScenarioError
@@ -132,8 +130,7 @@ class ContainerPool:
     def _ready(self, launched: bool) -> None:
         if launched:
             self.starting -= 1
-        c = Container(self._ids, self.sim.now)
-        self._ids += 1
+        c = Container(self.sim.now)
         self.ready.append(c)
         self.peak = max(self.peak, self.size)
         self.on_ready(c)

@@ -37,11 +37,11 @@ from typing import Literal
 
 import numpy as np
 
+from sim.records import percentiles
 from sim.rng import Streams
 from sim.scenario import param, section
 
 PHASES = ("placement", "runtime_create", "filesystem", "imports_init", "first_input")
-MIB = 1.0
 GIB = 1024.0
 
 
@@ -208,9 +208,7 @@ def run(sc: ColdStartScenario, seed: int = 0, series: dict | None = None) -> dic
         series.update(t=times.tolist(), total=total.tolist(), **{p: [r[p] for r in records] for p in PHASES})
     return {
         "cold_start_p0_s": float(total.min()),
-        "cold_start_p50_s": float(np.percentile(total, 50)),
-        "cold_start_p90_s": float(np.percentile(total, 90)),
-        "cold_start_p99_s": float(np.percentile(total, 99)),
+        **percentiles(total, "cold_start"),
         "cold_start_mean_s": float(total.mean()),
         **{f"phase_{p}_mean_s": float(np.mean([r[p] for r in records])) for p in PHASES},
         "restore_fallbacks": starter.restore_fallbacks,

@@ -70,16 +70,12 @@ class Servers:
         self.c = c
         self._free = [0.0] * c  # a heap of the times each server becomes free
         self.busy = 0.0  # server-seconds of service
-        self.served = 0
-        self.wait = 0.0
 
     def done_at(self, now: float, service: float) -> float:
         start = max(now, self._free[0])
         end = start + service
         heapq.heapreplace(self._free, end)
         self.busy += service
-        self.served += 1
-        self.wait += start - now
         return end
 
     def occupy(self, now: float, until: Callable[[float], float]) -> float:
@@ -88,8 +84,6 @@ class Servers:
         end = until(start)
         heapq.heapreplace(self._free, end)
         self.busy += end - start
-        self.served += 1
-        self.wait += start - now
         return end
 
     def utilization(self, span: float) -> float:

@@ -74,15 +74,16 @@ class Kubernetes:
         self.lease_writes = 0
         sim.call_in(0.0, self._leases)
 
-    def _write(self, fn, arg) -> None:
-        """One etcd write through the API server; ``fn(arg)`` when it is committed."""
+    def _write(self, fn=None, arg=None) -> None:
+        """One etcd write through the API server; ``fn(arg)`` when it is committed (none: nothing waits for it)."""
         now = self.sim.env._now
         self.etcd_writes += 1
         # a mutating request holds one of the API server's in-flight slots until etcd has committed it
         done = self.apiserver.occupy(
             now, lambda start: self.etcd.done_at(start, self.etcd_service) + self.p.etcd_latency_s
         )
-        self.sim.call_in(done - now, fn, arg)
+        if fn is not None:
+            self.sim.call_in(done - now, fn, arg)
 
     def submit(self, sandbox: int) -> None:
         self.sim.call_in(self.hop, self._create, sandbox)
@@ -124,7 +125,7 @@ class Kubernetes:
         sandbox, worker = arg
         self.fleet.start(sandbox, worker)
         for _ in range(self.p.writes_per_pod - 2):
-            self._write(_nothing, None)  # status updates
+            self._write()  # status updates
 
     def _leases(self, _arg: None) -> None:
         """Every node renews its lease each interval: spread evenly, in aggregate (one event per second)."""
@@ -135,13 +136,12 @@ class Kubernetes:
         self.lease_writes += n
         self.sim.call_in(1.0, self._leases)
 
+    def extra_metrics(self) -> dict:
+        return {"etcd_writes": self.etcd_writes, "lease_writes": self.lease_writes}
+
     def utilization(self, span: float) -> dict[str, float]:
         return {
             "etcd": self.etcd.utilization(span),
             "apiserver_inflight": self.apiserver.utilization(span),
             "scheduling_cycle": self.scheduler_busy / span if span > 0 else 0.0,
         }
-
-
-def _nothing(_arg: None) -> None:
-    pass

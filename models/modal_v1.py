@@ -59,11 +59,13 @@ class ModalV1:
         self.workflow_backlog_peak = 0
         self.transactions = 0
 
-    def _txn(self, fn, arg, extra: float = 0.0) -> None:
+    def _txn(self, fn=None, arg=None) -> None:
+        """One Postgres transaction; ``fn(arg)`` when it has committed (none: nothing waits for it)."""
         now = self.sim.env._now
         self.transactions += 1
         done = self.db.done_at(now + self.p.latency_s / 2, self.txn_s)
-        self.sim.call_in(done - now + self.p.latency_s / 2 + extra, fn, arg)
+        if fn is not None:
+            self.sim.call_in(done - now + self.p.latency_s / 2, fn, arg)
 
     def submit(self, sandbox: int) -> None:
         self.sim.call_in(self.hop, self._enqueue, sandbox)
@@ -88,7 +90,7 @@ class ModalV1:
             return
         self.creation.placed_on(sandbox, worker)
         for _ in range(self.p.writes_per_sandbox - 2):  # status writes as the sandbox starts
-            self._txn(_nothing, None)
+            self._txn()
 
     def finished(self, sandbox: int) -> None:
         """A finished sandbox's durable workflow: its transactions queue behind everything else."""
@@ -106,7 +108,3 @@ class ModalV1:
 
     def extra_metrics(self) -> dict:
         return {"workflow_backlog_peak": self.workflow_backlog_peak, "postgres_transactions": self.transactions}
-
-
-def _nothing(_arg: None) -> None:
-    pass

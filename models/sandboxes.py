@@ -23,11 +23,9 @@ from models.kubernetes import KubernetesParams
 from models.modal_v1 import PostgresParams
 from models.modal_v2 import SchedulerParams
 from sim.engine import Sim
-from sim.records import NAN
+from sim.records import NAN, percentiles
 from sim.rng import Streams
 from sim.scenario import param, section
-
-CONTROL_PLANES = ("modal-v2", "modal-v1", "kubernetes")
 
 
 @dataclass(frozen=True)
@@ -135,10 +133,6 @@ def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None) -> dict:
     return metrics
 
 
-def _pct(x: np.ndarray, q: float) -> float | None:
-    return float(np.percentile(x, q)) if len(x) else None
-
-
 def summarize(creation: Creation, sc: SandboxScenario, cp: ControlPlane, fleet: Fleet, series: dict | None) -> dict:
     req = np.asarray(creation.requested)
     placed = np.asarray(creation.placed)
@@ -166,11 +160,8 @@ def summarize(creation: Creation, sc: SandboxScenario, cp: ControlPlane, fleet: 
         "sandboxes_created": created,
         "creation_makespan_s": makespan if done.any() else None,
         "creation_rate_per_s": created / span if created else 0.0,
-        "schedule_latency_p50_s": _pct(schedule, 50),
-        "schedule_latency_p99_s": _pct(schedule, 99),
-        "tti_p50_s": _pct(tti, 50),
-        "tti_p90_s": _pct(tti, 90),
-        "tti_p99_s": _pct(tti, 99),
+        **percentiles(schedule, "schedule_latency", (50, 99)),
+        **percentiles(tti, "tti"),
         "rejections": cp.rejections,
         "retries": cp.retries,
         "utilization": {k: round(v, 6) for k, v in sorted(util.items())},

@@ -93,8 +93,10 @@ def batch_means_ci95(x: np.ndarray, batches: int = 20) -> float:
     return float(stats.t.ppf(0.975, batches - 1) * means.std(ddof=1) / math.sqrt(batches))
 
 
-def _pcts(x: np.ndarray, qs: tuple[float, ...] = (50, 90, 99)) -> list[float | None]:
-    return [float(v) for v in np.percentile(x, qs)] if len(x) else [None] * len(qs)
+def percentiles(x: np.ndarray, prefix: str, qs: tuple[int, ...] = (50, 90, 99)) -> dict[str, float | None]:
+    """{prefix_pQ_s: the Q-th percentile of x} (null when x is empty): the metrics' one way to name percentiles."""
+    values = [float(v) for v in np.percentile(x, qs)] if len(x) else [None] * len(qs)
+    return {f"{prefix}_p{q}_s": v for q, v in zip(qs, values, strict=True)}
 
 
 def _num(v: float) -> float | None:
@@ -134,7 +136,7 @@ def summarize(log: CallLog, window: Window) -> dict:
         "calls": calls,
         "calls_per_s": calls / span,
         "first_n_back_s": _num(first_back),
-        **dict(zip(["added_latency_p50_s", "added_latency_p90_s", "added_latency_p99_s"], _pcts(added), strict=True)),
+        **percentiles(added, "added_latency"),
         "errors": int(a["items"][failed].sum()),
         "errors_by_kind": dict(sorted(errors_by_kind.items())),
         "retries": int((a["attempts"] - 1).sum()),
