@@ -28,7 +28,7 @@ import numpy as np
 from scipy import optimize
 
 from experiments.cli import ArgParser, load_scenario
-from models import loadtest
+from models.inputs import loadtest
 
 # domain.md §1, "Measured (these are the calibration targets the project may use)"
 REFERENCE = {

@@ -22,7 +22,7 @@ from collections import deque
 import numpy as np
 
 from experiments.cli import ArgParser, load_scenario
-from models import loadtest
+from models.inputs import loadtest
 
 LOADTESTS = ["loadtest-remote", "loadtest-spawn", "loadtest-copies", "loadtest-batching", "loadtest-server"]
 

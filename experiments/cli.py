@@ -1,4 +1,4 @@
-"""What every command shares: loading a scenario from the command line, and exit codes (interfaces.md).
+"""What every command shares: loading a scenario from the command line, running it, and exit codes (interfaces.md).
 
 Exit codes: 0 success; 2 bad input, one line on stderr naming the key or file; 1 anything else.
 """
@@ -8,60 +8,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from pathlib import Path
+from typing import Any, NoReturn
 
-from models import coldstart, loadtest, sandboxes
-from models.coldstart import ColdStartScenario
-from models.loadtest import Scenario
-from models.sandboxes import SandboxScenario
+from models.registry import MODELS, model_of
 from sim.scenario import ScenarioError, build, resolve
 
-# A scenario's top-level `model` key picks its schema and its run function.
-MODELS = {
-    "function": (Scenario, loadtest.run),
-    "sandboxes": (SandboxScenario, sandboxes.run),
-    "coldstart": (ColdStartScenario, coldstart.run),
-}
-
 BAD_INPUT = 2
-
-# The headline metrics of each model: what `experiments.run` prints and the report tabulates.
-KEY_METRICS = {
-    "function": [
-        "calls_per_s",
-        "ideal_calls_per_s",
-        "first_n_back_s",
-        "added_latency_p50_s",
-        "added_latency_p99_s",
-        "containers_peak",
-        "errors",
-        "errors_by_kind",
-        "retries",
-        "binding_limit",
-        "binding_share",
-    ],
-    "sandboxes": [
-        "sandboxes_created",
-        "creation_makespan_s",
-        "creation_rate_per_s",
-        "schedule_latency_p99_s",
-        "tti_p50_s",
-        "tti_p99_s",
-        "rejections",
-        "retries",
-        "utilization",
-        "bottleneck",
-    ],
-    "coldstart": [
-        "cold_start_p0_s",
-        "cold_start_p50_s",
-        "cold_start_mean_s",
-        "cold_start_p99_s",
-        "snapshot_creations",
-        "restore_fallbacks",
-        "bytes_fetched",
-    ],
-}
 
 
 class ArgParser(argparse.ArgumentParser):
@@ -77,24 +30,20 @@ def add_set_option(p: argparse.ArgumentParser, help: str = "override a scenario 
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help=help)
 
 
-def schema_of(tree: dict) -> type:
-    model = tree.get("model", "function")
-    if model not in MODELS:
-        raise ScenarioError(f"model: must be one of {', '.join(MODELS)}; got {model!r}")
-    return MODELS[model][0]
+def build_scenario(tree: dict, base_dir: Path | None = None) -> Any:
+    """A raw scenario tree validated into its model's schema."""
+    return build(model_of(tree).schema, tree, base_dir=base_dir)
 
 
-def build_scenario(tree: dict, base_dir=None) -> Scenario | SandboxScenario | ColdStartScenario:
-    return build(schema_of(tree), tree, base_dir=base_dir)
-
-
-def load_scenario(name: str, sets: list[str], params: list[str]) -> Scenario | SandboxScenario | ColdStartScenario:
+def load_scenario(name: str, sets: list[str] = (), params: list[str] = ()) -> Any:
+    """A preset name or scenario file, then parameter files, then ``--set`` overrides, validated."""
     tree, base = resolve(name, sets, params)
     return build_scenario(tree, base)
 
 
-def run_scenario(sc: Scenario | SandboxScenario | ColdStartScenario, seed: int = 0, series: dict | None = None) -> dict:
-    return MODELS[sc.model][1](sc, seed=seed, series=series)
+def run_scenario(sc: Any, seed: int = 0, series: dict | None = None, records: bool = False) -> dict:
+    """One run of a validated scenario by its model's run function."""
+    return MODELS[sc.model].run(sc, seed=seed, series=series, records=records)
 
 
 def main_guard(prog: str, fn: Callable[[], int]) -> int:

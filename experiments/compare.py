@@ -1,8 +1,8 @@
 """Several scenarios' time series on one figure: ``python -m experiments.compare SCENARIO... [--set K=V]...
 [--seed N] --out PNG``.
 
-For sandbox scenarios it draws sandboxes created against time; for Function load tests, calls started against
-time. Each curve is one run (the same ``--set``s applied to every scenario).
+Each curve is one run (the same ``--set``s applied to every scenario): the first line of its model's time series
+(sandboxes created, inputs started, ...) against simulated time.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from experiments.cli import ArgParser, add_set_option, load_scenario, main_guard, run_scenario
+from models.registry import MODELS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,13 +34,14 @@ def main(argv: list[str] | None = None) -> int:
             sc = load_scenario(name, args.sets, [])
             series: dict = {}
             m = run_scenario(sc, seed=args.seed, series=series)
-            if sc.model == "sandboxes":
-                label = f"{sc.name or name}: {m['creation_rate_per_s']:,.0f}/s, bottleneck {m['bottleneck']}"
-                ax.plot(series["t"], series["created"], label=label)
-                ax.set_ylabel("sandboxes created")
-            else:
-                ax.plot(series["t"], series["started"], label=f"{sc.name or name}: {m['calls_per_s']:,.0f} calls/s")
-                ax.set_ylabel("inputs started")
+            model = MODELS[sc.model]
+            key, what = model.timeseries.lines[0]
+            rate = next(k for k in model.headline if k.endswith("_per_s"))
+            label = f"{sc.name or name}: {m[rate]:,.0f} {rate}"
+            if m.get(model.bottleneck):
+                label += f", {model.bottleneck} {m[model.bottleneck]}"
+            ax.plot(series["t"], series[key], label=label)
+            ax.set_ylabel(what)
             print(f"{name}: done ({m['wall_s']:.1f} s wall)", file=sys.stderr)
         ax.set_xlabel("simulated time, s")
         ax.grid(True, alpha=0.3)

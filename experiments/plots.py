@@ -1,5 +1,6 @@
-"""The report's figures: a metric against scale per series with CI bands, error and utilization panels, the
-binding-limit map, and one point's time series (experiments/report.py assembles them)."""
+"""The report's figures, drawn from the figure specs a model declares (sim/model.py ``Figure`` and ``TimeSeries``):
+metrics against scale per series with CI bands, errors by kind, utilization by resource, the binding-limit map, and
+one point's time series. ``draw`` picks the kind; experiments/report.py assembles the page."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+
+from sim.model import Figure, TimeSeries
 
 
 def _xaxis(ax: plt.Axes, x: pd.Series, scale: str) -> None:
@@ -28,27 +31,42 @@ def _lines(ax: plt.Axes, summary: pd.DataFrame, scale: str, metric: str) -> None
         ax.fill_between(x, np.maximum(y - ci, 0), y + ci, color=line.get_color(), alpha=0.2, lw=0)
 
 
-def fig_throughput(summary: pd.DataFrame, scale: str) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    _lines(ax, summary, scale, "calls_per_s")
-    ideals = summary.groupby("variant", sort=False)
-    drawn = set()
-    for variant, g in ideals:
+def _reference(ax: plt.Axes, summary: pd.DataFrame, scale: str, column: str) -> None:
+    """A dashed line per distinct curve of ``column`` (one if every series shares it)."""
+    drawn: set = set()
+    name = column.split(".")[-1].replace("_", " ")
+    for variant, g in summary.groupby("variant", sort=False):
         g = g.sort_values(scale)
-        key = tuple(np.round(g["ideal_calls_per_s_mean"].to_numpy(), 6))
-        label = "ideal" if not drawn else f"ideal ({variant})"
+        key = tuple(np.round(g[f"{column}_mean"].to_numpy(), 6))
         if key not in drawn:
-            ax.plot(g[scale], g["ideal_calls_per_s_mean"], "k--" if not drawn else "k:", lw=1, label=label)
+            label = name if not drawn else f"{name} ({variant})"
+            ax.plot(g[scale], g[f"{column}_mean"], "k--" if not drawn else "k:", lw=1, label=label)
             drawn.add(key)
-    ax.set_ylabel("calls/s (mean, 95% CI)")
-    ax.set_yscale("log")
-    _xaxis(ax, summary[scale], scale)
-    ax.legend(fontsize=8)
-    ax.set_title("Throughput against scale")
+
+
+def fig_lines(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figure:
+    """One panel per metric, a line per series with its 95% CI band; ``spec.reference`` dashed (the ideal)."""
+    n = len(spec.metrics)
+    fig, axes = plt.subplots(1, n, figsize=(7, 4.5) if n == 1 else (5 * n + 1, 4), squeeze=False)
+    for ax, (metric, label) in zip(axes[0], spec.metrics, strict=True):
+        _lines(ax, summary, scale, metric)
+        if spec.reference and f"{spec.reference}_mean" in summary:
+            _reference(ax, summary, scale, spec.reference)
+        if n == 1:
+            ax.set_ylabel(label)
+        else:
+            ax.set_title(label)
+        _xaxis(ax, summary[scale], scale)
+        if spec.log:
+            ax.set_yscale("symlog", linthresh=10)
+            ax.set_ylim(bottom=0)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(spec.title)
+    fig.tight_layout()
     return fig
 
 
-def fig_errors(summary: pd.DataFrame, scale: str) -> plt.Figure:
+def fig_errors(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figure:
     kinds = [
         c[len("errors.") : -len("_mean")]
         for c in summary.columns
@@ -72,25 +90,12 @@ def fig_errors(summary: pd.DataFrame, scale: str) -> plt.Figure:
     axes[0][0].set_ylabel("failed calls (mean)")
     if kinds:
         axes[0][-1].legend(fontsize=7)
-    fig.suptitle("Errors by kind")
+    fig.suptitle(spec.title)
     fig.tight_layout()
     return fig
 
 
-def fig_rate(summary: pd.DataFrame, scale: str) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    _lines(ax, summary, scale, "creation_rate_per_s")
-    if "client.rate_mean" in summary:
-        g = summary.groupby(scale, sort=True)["client.rate_mean"].max()
-        ax.plot(g.index, g.to_numpy(), "k--", lw=1, label="client rate limit")
-    ax.set_ylabel("sandboxes created per second (mean, 95% CI)")
-    _xaxis(ax, summary[scale], scale)
-    ax.legend(fontsize=8)
-    ax.set_title("Creation rate against " + scale)
-    return fig
-
-
-def fig_utilization(summary: pd.DataFrame, scale: str) -> plt.Figure:
+def fig_utilization(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figure:
     resources = sorted(
         c[len("utilization.") : -len("_mean")]
         for c in summary.columns
@@ -107,56 +112,12 @@ def fig_utilization(summary: pd.DataFrame, scale: str) -> plt.Figure:
         _xaxis(ax, g[scale], scale)
         ax.legend(fontsize=7)
     axes[0][0].set_ylabel("utilization (busy fraction)")
-    fig.suptitle("Utilization by resource")
+    fig.suptitle(spec.title)
     fig.tight_layout()
     return fig
 
 
-def fig_created(series: dict, label: str) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    ax.plot(series["t"], series["created"], label="created (cumulative)")
-    ax.set_xlabel("simulated time, s")
-    ax.set_ylabel("sandboxes")
-    ax.grid(True, alpha=0.3)
-    ax2 = ax.twinx()
-    ax2.plot(series["t"], series["created_per_s"], color="C1", lw=1, label="created per second")
-    ax2.set_ylabel("per second")
-    lines, lines2 = ax.get_legend_handles_labels(), ax2.get_legend_handles_labels()
-    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=8, loc="upper left")
-    ax.set_title(f"Time series of one point: {label}")
-    return fig
-
-
-def fig_panels(
-    summary: pd.DataFrame, scale: str, metrics: list[tuple[str, str]], title: str, log: bool = False
-) -> plt.Figure:
-    """One panel per (metric, label), a line per series with its 95% CI band."""
-    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics) + 1, 4), squeeze=False)
-    for ax, (metric, label) in zip(axes[0], metrics, strict=True):
-        _lines(ax, summary, scale, metric)
-        ax.set_title(label)
-        _xaxis(ax, summary[scale], scale)
-        if log:
-            ax.set_yscale("symlog", linthresh=10)
-            ax.set_ylim(bottom=0)
-    axes[0][0].legend(fontsize=7)
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
-
-
-def fig_starts(series: dict, label: str) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    ax.scatter(series["t"], series["total"], s=6)
-    ax.set_xlabel("simulated time, s")
-    ax.set_ylabel("container start, s")
-    ax.set_yscale("log")
-    ax.grid(True, alpha=0.3)
-    ax.set_title(f"Every container start of one point: {label}")
-    return fig
-
-
-def fig_binding(summary: pd.DataFrame, scale: str) -> plt.Figure:
+def fig_binding(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figure:
     variants = list(dict.fromkeys(summary["variant"]))
     scales = sorted(summary[scale].unique())
     limits = sorted(summary["binding_limit"].unique())
@@ -175,26 +136,42 @@ def fig_binding(summary: pd.DataFrame, scale: str) -> plt.Figure:
     ax.set_yticks(np.arange(len(variants)) + 0.5, variants)
     ax.invert_yaxis()
     ax.set_xlabel(scale)
-    ax.set_title("What binds (the costliest limit, or the most utilized resource)")
+    ax.set_title(spec.title)
     fig.tight_layout()
     return fig
 
 
-def fig_timeseries(series: dict, label: str) -> plt.Figure:
+KINDS = {"lines": fig_lines, "errors": fig_errors, "utilization": fig_utilization, "binding": fig_binding}
+
+
+def draw(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figure:
+    """The figure ``spec`` of a sweep's summary."""
+    return KINDS[spec.kind](summary, scale, spec)
+
+
+def draw_timeseries(series: dict, spec: TimeSeries, label: str) -> plt.Figure:
+    """One point's time series: ``spec.lines`` on the left axis, ``spec.right`` on a right one."""
     fig, ax = plt.subplots(figsize=(8, 4.5))
     t = series["t"]
-    ax.plot(t, series["accepted"], label="accepted (cumulative)")
-    ax.plot(t, series["started"], label="started (cumulative)")
-    ax.plot(t, series["running"], label="running")
-    ax.plot(t, series["pending"], label="pending", ls=":")
+    for key, name in spec.lines:
+        if spec.scatter:
+            ax.scatter(t, series[key], s=6, label=name)
+        else:
+            ax.plot(t, series[key], label=name, ls=":" if key == "pending" else "-")
     ax.set_xlabel("simulated time, s")
-    ax.set_ylabel("inputs")
+    ax.set_ylabel(spec.ylabel)
+    if spec.log:
+        ax.set_yscale("log")
     ax.grid(True, alpha=0.3)
-    ax2 = ax.twinx()
-    ax2.step(t, series["containers"], where="post", color="k", lw=1, label="containers")
-    ax2.set_ylabel("containers")
-    lines = ax.get_legend_handles_labels()
-    lines2 = ax2.get_legend_handles_labels()
-    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=8, loc="upper left")
-    ax.set_title(f"Time series of one point: {label}")
+    handles, labels = ax.get_legend_handles_labels()
+    if spec.right:
+        ax2 = ax.twinx()
+        for i, (key, name) in enumerate(spec.right):
+            ax2.step(t, series[key], where="post", color="k" if i == 0 else f"C{len(spec.lines) + i}", lw=1, label=name)
+        ax2.set_ylabel(spec.right_label)
+        h2, l2 = ax2.get_legend_handles_labels()
+        handles, labels = handles + h2, labels + l2
+    if len(labels) > 1:
+        ax.legend(handles, labels, fontsize=8, loc="upper left")
+    ax.set_title(f"{spec.title}: {label}")
     return fig

@@ -26,26 +26,19 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from experiments.cli import KEY_METRICS, MODELS, ArgParser, main_guard, run_scenario
-from experiments.plots import (
-    fig_binding,
-    fig_created,
-    fig_errors,
-    fig_panels,
-    fig_rate,
-    fig_starts,
-    fig_throughput,
-    fig_timeseries,
-    fig_utilization,
-)
+from experiments.cli import ArgParser, main_guard, run_scenario
+from experiments.plots import draw, draw_timeseries
+from experiments.results import read_results
+from models.registry import MODELS
+from sim.model import Model
 from sim.scenario import build, flatten, schema_keys, set_dotted, to_dict
 
-SATURATION = 0.8  # a series has left the ideal line where its calls/s falls below this share of the ideal
 PACKAGES = ["scalesim", "simpy", "numpy", "scipy", "pandas", "matplotlib", "modal"]
 
 
-def summarize(table: pd.DataFrame, scale: str | None) -> pd.DataFrame:
-    """Mean and 95% CI half-width (t over seeds) of every numeric metric, per point; runs with errors left out."""
+def summarize(table: pd.DataFrame, scale: str | None, bottleneck: str = "") -> pd.DataFrame:
+    """Mean and 95% CI half-width (t over seeds) of every numeric metric, per point; runs with errors left out.
+    ``binding_limit`` is the most frequent value of the ``bottleneck`` column over seeds."""
     ok = table[table["error"] == ""]
     keys = ["point", "variant"] + ([scale] if scale and scale in table else [])
     numeric = [c for c in ok.columns if c not in keys and c != "seed" and pd.api.types.is_numeric_dtype(ok[c])]
@@ -55,63 +48,17 @@ def summarize(table: pd.DataFrame, scale: str | None) -> pd.DataFrame:
     sem = groups[numeric].std(ddof=1).div(np.sqrt(n), axis=0)
     t = pd.Series([stats.t.ppf(0.975, k - 1) if k > 1 else np.nan for k in n], index=n.index)
     ci = sem.mul(t, axis=0)
-    label = "binding_limit" if "binding_limit" in ok else "bottleneck"
-    if label in ok:
-        binding = groups[label].agg(lambda s: s.mode().iloc[0] if len(s.mode()) else "").rename("binding_limit")
+    if bottleneck in ok:
+        binding = groups[bottleneck].agg(lambda s: s.mode().iloc[0] if len(s.mode()) else "").rename("binding_limit")
     else:
         binding = pd.Series("", index=n.index, name="binding_limit")
     out = pd.concat([mean.add_suffix("_mean"), ci.add_suffix("_ci95"), n.rename("seeds"), binding], axis=1).copy()
     return out.reset_index()
 
 
-def saturation(summary: pd.DataFrame, scale: str | None) -> pd.DataFrame:
-    """Per series: the first scale where calls/s falls below SATURATION × ideal, and what binds there."""
-    rows = []
-    if "cold_start_mean_s_mean" in summary:  # container starts: the fastest and slowest point of each series
-        for variant, g in summary.groupby("variant", sort=False):
-            best, worst = g.loc[g["cold_start_mean_s_mean"].idxmin()], g.loc[g["cold_start_mean_s_mean"].idxmax()]
-            rows.append(
-                {
-                    "series": variant,
-                    "fastest mean start, s": best["cold_start_mean_s_mean"],
-                    "at": best[scale],
-                    "slowest, s": worst["cold_start_mean_s_mean"],
-                    "at ": worst[scale],
-                }
-            )
-        return pd.DataFrame(rows)
-    if "creation_rate_per_s_mean" in summary:  # sandboxes: where the rate peaks and what binds there
-        for variant, g in summary.groupby("variant", sort=False):
-            top = g.loc[g["creation_rate_per_s_mean"].idxmax()]
-            rows.append(
-                {
-                    "series": variant,
-                    "peak sandboxes/s": top["creation_rate_per_s_mean"],
-                    "at": top[scale],
-                    "bottleneck there": top["binding_limit"],
-                    "bottleneck at the largest": g.sort_values(scale)["binding_limit"].iloc[-1],
-                }
-            )
-        return pd.DataFrame(rows)
-    for variant, g in summary.groupby("variant", sort=False):
-        g = g.sort_values(scale) if scale in g else g
-        below = g[g["calls_per_s_mean"] < SATURATION * g["ideal_calls_per_s_mean"]]
-        first = below.iloc[0] if len(below) else None
-        rows.append(
-            {
-                "series": variant,
-                "leaves ideal at": first[scale] if first is not None and scale in g else "—",
-                "binding limit there": first["binding_limit"] if first is not None else "none within the sweep",
-                "peak calls/s": g["calls_per_s_mean"].max(),
-                "at": g.loc[g["calls_per_s_mean"].idxmax(), scale] if scale in g else "—",
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 def scenario_of(row: pd.Series):
     """Rebuild a point's scenario from its results row (every parameter is a column)."""
-    schema = MODELS[row.get("model", "function")][0]
+    schema = MODELS[row.get("model", "function")].schema
     defaults = flatten(to_dict(schema()))
     tree: dict = {}
     for key in schema_keys(schema):
@@ -145,6 +92,20 @@ def _img(path: Path) -> str:
     )
 
 
+def human(v: float) -> str:
+    """A number for people: 21,370 not 2.137e+04; 0.583; 12.4."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if abs(v) >= 100 or float(v).is_integer():
+        return f"{v:,.0f}"
+    return f"{v:.3g}"
+
+
+def _table(frame: pd.DataFrame) -> str:
+    """An HTML table that scrolls sideways when it is wide, its numbers formatted for people."""
+    return f'<div class="wide">{frame.to_html(index=False, float_format=human, na_rep="")}</div>'
+
+
 def make_report(
     table: pd.DataFrame,
     out: Path,
@@ -155,87 +116,27 @@ def make_report(
     factors: list[str] | None = None,
 ) -> Path:
     """Write the PNGs and report.html under ``out``; return the page's path. Factors other than ``scale`` split the
-    series (a line per variant and value)."""
+    series (a line per variant and value). The figures and tables are the ones the table's model declares."""
     out.mkdir(parents=True, exist_ok=True)
+    model: Model = MODELS[str(table["model"].iloc[0])] if "model" in table and len(table) else MODELS["function"]
     if not scale or scale not in table:
-        scale = "clients.count"
+        scale = next((f for f in factors or [] if f in table), "point")
     table = table.copy()
     for key in [f for f in factors or [] if f != scale and f in table]:  # every other factor splits the series
         table["variant"] = table["variant"].astype(str) + ", " + key.split(".")[-1] + "=" + table[key].astype(str)
-    summary = summarize(table, scale)
+    summary = summarize(table, scale, model.bottleneck)
     summary.to_csv(out / "summary.csv", index=False)
     figures: list[tuple[str, plt.Figure]] = []
-    sandboxes = "creation_rate_per_s_mean" in summary
-    coldstart = "cold_start_mean_s_mean" in summary
-    if len(summary) and coldstart:
-        figures += [
-            (
-                "coldstart",
-                fig_panels(
-                    summary,
-                    scale,
-                    [("cold_start_mean_s", "mean"), ("cold_start_p50_s", "p50"), ("cold_start_p99_s", "p99")],
-                    "Container start, seconds",
-                ),
-            ),
-            (
-                "snapshots",
-                fig_panels(
-                    summary,
-                    scale,
-                    [("snapshot_creations", "snapshot creations"), ("restore_fallbacks", "restore fallbacks")],
-                    "Snapshot lifecycle (counts per run)",
-                ),
-            ),
-        ]
-    elif len(summary) and sandboxes:
-        figures += [
-            ("rate", fig_rate(summary, scale)),
-            (
-                "tti",
-                fig_panels(
-                    summary, scale, [("tti_p50_s", "p50"), ("tti_p99_s", "p99")], "Time to interactive, seconds"
-                ),
-            ),
-            (
-                "rejections",
-                fig_panels(
-                    summary,
-                    scale,
-                    [("rejections", "rejected placements"), ("retries", "retries")],
-                    "Rejections and retries",
-                    log=True,
-                ),
-            ),
-            ("utilization", fig_utilization(summary, scale)),
-            ("binding", fig_binding(summary, scale)),
-        ]
-    elif len(summary):
-        figures += [
-            ("throughput", fig_throughput(summary, scale)),
-            (
-                "latency",
-                fig_panels(
-                    summary,
-                    scale,
-                    [("added_latency_p50_s", "p50"), ("added_latency_p99_s", "p99")],
-                    "Added latency, seconds (response − own work)",
-                ),
-            ),
-            ("containers", fig_panels(summary, scale, [("containers_peak", "containers (peak)")], "Containers")),
-            ("errors", fig_errors(summary, scale)),
-            ("binding", fig_binding(summary, scale)),
-        ]
+    if len(summary):
+        figures += [(spec.name, draw(summary, scale, spec)) for spec in model.figures]
     ok = table[table["error"] == ""]
-    point_label = ""
     if len(ok):
         pick = timeseries_point if timeseries_point in set(ok["point"]) else int(ok["point"].iloc[0])
         row = ok[ok["point"] == pick].iloc[0]
         series: dict = {}
         run_scenario(scenario_of(row), seed=int(row["seed"]), series=series)
-        point_label = f"{row['variant']}, {scale} = {row[scale]:g}, seed {int(row['seed'])}"
-        draw = fig_starts if coldstart else fig_created if sandboxes else fig_timeseries
-        figures.append(("timeseries", draw(series, point_label)))
+        label = f"{row['variant']}, {scale} = {row[scale]}, seed {int(row['seed'])}"
+        figures.append(("timeseries", draw_timeseries(series, model.timeseries, label)))
     pngs = []
     for name, fig in figures:
         path = out / f"{name}.png"
@@ -243,11 +144,8 @@ def make_report(
         plt.close(fig)
         pngs.append(path)
 
-    sat = saturation(summary, scale) if len(summary) else pd.DataFrame()
-    model = "coldstart" if coldstart else "sandboxes" if sandboxes else "function"
-    cols = [scale, "variant", "seeds", "binding_limit"] + [
-        f"{m}_{s}" for m in KEY_METRICS[model] for s in ("mean", "ci95")
-    ]
+    heading, intro, findings = model.findings(summary, scale) if len(summary) else ("Findings", "", pd.DataFrame())
+    cols = [scale, "variant", "seeds", "binding_limit"] + [f"{m}_{s}" for m in model.headline for s in ("mean", "ci95")]
     numbers = summary[[c for c in cols if c in summary]].sort_values(["variant", scale]) if len(summary) else summary
     errors = table[table["error"] != ""][["point", "variant", "seed", "error"]]
     first_rows = ok.groupby("variant", sort=False).head(1)
@@ -256,33 +154,19 @@ def make_report(
         f"{html.escape(json.dumps(to_dict(scenario_of(r)), indent=1))}</pre></details>"
         for _, r in first_rows.iterrows()
     )
-    heading = (
-        "Each series"
-        if coldstart
-        else "Where each series peaks"
-        if sandboxes
-        else "Where each series leaves the ideal line"
-    )
-    intro = (
-        "The fastest and slowest mean container start of each series."
-        if coldstart
-        else "The peak creation rate and the most utilized resource there."
-        if sandboxes
-        else f"The first {html.escape(scale)} at which calls/s falls below {SATURATION:.0%} of the ideal, and the "
-        "limit that binds there."
-    )
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}} img{{max-width:100%}}
 table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}
-figure{{margin:1.5em 0}} figcaption{{color:#777;font-size:12px}}</style></head><body>
+.wide{{overflow-x:auto;max-width:100%}} figure{{margin:1.5em 0}} figcaption{{color:#777;font-size:12px}}</style>
+</head><body>
 <h1>{html.escape(title)}</h1><p>{html.escape(description)}</p>
-<p>{len(table)} runs, {len(errors)} with errors; {summary["seeds"].max() if len(summary) else 0} seeds per point;
+<p>{len(table):,} runs, {len(errors):,} with errors; {summary["seeds"].max() if len(summary) else 0} seeds per point;
 95% confidence intervals over seeds (t distribution).</p>
-<h2>{heading}</h2>
-<p>{intro}</p>{sat.to_html(index=False, float_format=lambda v: f"{v:,.4g}")}
+<h2>{html.escape(heading)}</h2>
+<p>{html.escape(intro)}</p>{_table(findings)}
 {"".join(_img(p) for p in pngs)}
-<h2>The numbers</h2>{numbers.to_html(index=False, float_format=lambda v: f"{v:,.4g}", na_rep="")}
-<h2>Runs with errors</h2>{errors.to_html(index=False) if len(errors) else "<p>none</p>"}
+<h2>The numbers</h2>{_table(numbers)}
+<h2>Runs with errors</h2>{_table(errors) if len(errors) else "<p>none</p>"}
 <h2>Scenarios (first point of each series)</h2>{scenarios}
 <h2>Versions</h2><pre>{html.escape(json.dumps(versions(), indent=1))}</pre>
 </body></html>"""
@@ -300,8 +184,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     def go() -> int:
-        from experiments.sweep import read_results
-
         table = read_results(args.results)
         meta_file = args.results.parent / "sweep.json"
         meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}

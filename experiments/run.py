@@ -10,7 +10,8 @@ import json
 import math
 import sys
 
-from experiments.cli import KEY_METRICS, ArgParser, add_set_option, load_scenario, main_guard, run_scenario
+from experiments.cli import ArgParser, add_set_option, load_scenario, main_guard, run_scenario
+from models.registry import MODELS
 from sim.scenario import to_dict
 
 
@@ -53,13 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps(_finite(out), allow_nan=False))
         else:
-            kind = {
-                "function": lambda: f"approach {sc.approach}",
-                "sandboxes": lambda: f"control plane {sc.control_plane}",
-                "coldstart": lambda: f"mode {sc.coldstart.mode}",
-            }[sc.model]()
-            print(f"{sc.name or args.scenario} ({kind}, seed {args.seed})")
-            for k in [*KEY_METRICS[sc.model], "wall_s"]:
+            model = MODELS[sc.model]
+            print(f"{sc.name or args.scenario} ({model.label(sc)}, seed {args.seed})")
+            for k in [*model.headline, "wall_s"]:
                 v = metrics.get(k)
                 print(f"  {k:22s} {v:.4g}" if isinstance(v, float) else f"  {k:22s} {v}")
         return 0

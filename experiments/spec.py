@@ -17,7 +17,8 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-from experiments.cli import build_scenario, schema_of
+from experiments.cli import build_scenario
+from models.registry import MODELS, model_of
 from sim.scenario import PRESETS, ScenarioError, parse_value, read_toml, resolve, schema_keys, set_dotted
 
 SWEEPS = Path(__file__).resolve().parent / "sweeps"
@@ -45,11 +46,7 @@ class Point:
             sc = build_scenario(tree, base)
         except ScenarioError:
             return 0.0
-        if sc.model == "sandboxes":
-            return float(sc.sandboxes.count)
-        if sc.model == "coldstart":
-            return float(sc.coldstart.starts)
-        return sc.ideal_calls_per_s() * sc.duration_s
+        return MODELS[sc.model].size(sc)
 
 
 @dataclass(frozen=True)
@@ -115,7 +112,7 @@ def load_spec(
     first = base_scenario or (variants[0].get("scenario", "") if variants and isinstance(variants[0], dict) else "")
     if not first:
         raise ScenarioError("base.scenario: a sweep needs a base scenario or variants with scenarios")
-    schema = schema_of(resolve(_locate(first, base_dir))[0])
+    schema = model_of(resolve(_locate(first, base_dir))[0]).schema
     base_sets = _scenario_keys("base.set", _table("base.set", base.get("set", {})), schema)
     factor_table = dict(_table("factors", raw.get("factors", {})))
     n_seeds = raw.get("seeds", 1)
@@ -161,7 +158,7 @@ def load_spec(
             raise ScenarioError(f"variants[{i}].scenario: missing (and no base.scenario)")
         scenario = _locate(scenario, base_dir)
         # an unknown preset, an unreadable file or another model is the spec's error, not a point's
-        if schema_of(resolve(scenario)[0]) is not schema:
+        if model_of(resolve(scenario)[0]).schema is not schema:
             raise ScenarioError(f"variants[{i}].scenario: {scenario} is another model than the sweep's first scenario")
         vsets = _scenario_keys(f"variants[{i}].set", _table("set", v.get("set", {})), schema)
         expanded.append((vname, scenario, vsets))

@@ -15,7 +15,6 @@ as ``results.parquet`` (sorted by point and seed), summaries across seeds as ``s
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 import sys
@@ -26,12 +25,12 @@ from typing import Any
 
 import pandas as pd
 
+from experiments import report
 from experiments.cli import ArgParser, add_set_option, build_scenario, main_guard, run_scenario
+from experiments.results import columns, done_rows, flat_metrics, read_results
 from experiments.spec import DEFAULT, Point, Spec, load_spec
-from sim.scenario import ScenarioError, flatten, resolve, set_dotted, to_dict
-
-ERROR_KINDS = ("rate_limited", "queue_full", "http_503", "http_429", "item_failed", "timeout")
-
+from models.registry import MODELS
+from sim.scenario import ScenarioError, flatten, to_dict
 
 # --- running ---------------------------------------------------------------------------------------------------
 
@@ -46,7 +45,7 @@ def run_point(point: Point, seed: int) -> dict:
         sc = build_scenario(tree, base)
         row.update(flatten(to_dict(sc)))
         metrics = run_scenario(sc, seed=seed)
-        row.update(_flat_metrics(metrics))
+        row.update(flat_metrics(metrics, MODELS[sc.model].kinds))
         row["error"] = ""
     except ScenarioError as e:
         row["error"] = str(e)
@@ -54,46 +53,6 @@ def run_point(point: Point, seed: int) -> dict:
         row["error"] = f"{type(e).__name__}: {e}"
     row["wall_s"] = time.perf_counter() - t0
     return row
-
-
-def _flat_metrics(m: dict) -> dict:
-    out = {}
-    for k, v in m.items():
-        if k in ("errors_by_kind", "rejections_by_kind"):
-            prefix = k.split("_by_")[0]
-            for kind in ERROR_KINDS:
-                out[f"{prefix}.{kind}"] = v.get(kind, 0)
-            out[f"{prefix}.other"] = sum(n for kind, n in v.items() if kind not in ERROR_KINDS)
-        elif isinstance(v, dict):
-            out.update({f"{k}.{name}": x for name, x in v.items()})
-        elif k != "wall_s":
-            out[k] = v
-    return out
-
-
-PROBE = {  # a tiny run of a point's model, to learn its metric columns
-    "function": {"duration_s": 1.0, "clients.count": 1, "clients.in_flight": 1, "function.copies": 1},
-    "sandboxes": {"sandboxes.count": 10, "fleet.workers": 10},
-    "coldstart": {"coldstart.starts": 5},
-}
-
-
-def columns(points: tuple[Point, ...]) -> list[str]:
-    """The results table's columns, fixed so that rows can be appended as they come: every parameter of the
-    sweep's model, and the metrics of a tiny run of each variant's scenario."""
-    params: dict[str, None] = {}
-    metrics: dict[str, None] = {}
-    for scenario in dict.fromkeys(p.scenario for p in points):
-        tree, base = resolve(scenario)
-        for key, value in PROBE[tree.get("model", "function")].items():
-            set_dotted(tree, key, value)
-        try:
-            sc = build_scenario(tree, base)
-        except ScenarioError:
-            continue
-        params.update(dict.fromkeys(flatten(to_dict(sc))))
-        metrics.update(dict.fromkeys(_flat_metrics(run_scenario(sc, seed=0))))
-    return ["point", "variant", "seed", *params, *metrics, "wall_s", "error"]
 
 
 class Progress:
@@ -126,18 +85,6 @@ class Progress:
             print(file=sys.stderr)
 
 
-def _done_rows(path: Path) -> set[tuple[int, int]]:
-    """(point, seed) of the rows already written; a torn last line (a killed write) is cut off."""
-    if not path.exists():
-        return set()
-    text = path.read_text()
-    if text and not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
-        path.write_text(text)
-    rows = list(csv.DictReader(io.StringIO(text)))
-    return {(int(r["point"]), int(r["seed"])) for r in rows}
-
-
 def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh: bool = False) -> pd.DataFrame:
     """Run every (point, seed) not yet in OUT/results.csv; return the whole table, sorted."""
     out.mkdir(parents=True, exist_ok=True)
@@ -158,8 +105,8 @@ def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh
     }
     (out / "sweep.json").write_text(json.dumps(meta, indent=1))
 
-    header = columns(spec.points)
-    done = _done_rows(results)
+    header = columns(p.scenario for p in spec.points)
+    done = done_rows(results)
     todo = [
         (p, s)
         for p in sorted(spec.points, key=lambda p: -p.cost())
@@ -203,22 +150,6 @@ def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh
     return table
 
 
-def read_results(path: Path) -> pd.DataFrame:
-    """The results table (CSV or Parquet), sorted by point and seed."""
-    try:
-        table = (
-            pd.read_parquet(path)
-            if path.suffix == ".parquet"
-            else pd.read_csv(path, keep_default_na=False, na_values=[""])
-        )
-    except (OSError, ValueError) as e:
-        raise ScenarioError(f"{path}: cannot read a results table: {e}") from None
-    if not {"point", "seed", "variant"} <= set(table.columns):
-        raise ScenarioError(f"{path}: not a results table (no point, seed and variant columns)")
-    table["error"] = table["error"].astype(object).where(table["error"].notna(), "").astype(str)
-    return table.sort_values(["point", "seed"], kind="stable").reset_index(drop=True)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = ArgParser(prog="python -m experiments.sweep", description=__doc__.splitlines()[0])
     p.add_argument(
@@ -250,8 +181,6 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--jobs: must be >= 1, got {args.jobs}")
 
     def go() -> int:
-        from experiments import report
-
         spec = load_spec(args.spec, args.sets, args.factors, args.seeds, args.quick)
         out = args.out or Path("runs") / (spec.name + ("-quick" if args.quick else ""))
         t0 = time.perf_counter()

@@ -1,1 +1,2 @@
-"""The simulated systems. Each module opens with the scenario it models, what it leaves out, and its sources."""
+"""The simulated systems: a Function's input plane (``inputs``), sandbox creation (``sandboxes``) and container start
+(``coldstart``), each described to the rest of the project by one ``Model`` (``registry``)."""

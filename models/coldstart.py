@@ -36,10 +36,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import pandas as pd
 
-from sim.records import percentiles
+from sim.model import Figure, Model, TimeSeries
 from sim.rng import Streams
 from sim.scenario import param, section
+from sim.stats import percentiles
 
 PHASES = ("placement", "runtime_create", "filesystem", "imports_init", "first_input")
 GIB = 1024.0
@@ -190,30 +192,93 @@ class Starter:
         return self.cp.program.pages_mib / (self.cp.snapshot_write_gibps * GIB)
 
     def sampler(self, clock: Callable[[], float]) -> Callable[[], float]:
-        """Cold-start durations for the input plane's autoscaler (models/autoscaler.py)."""
+        """Cold-start durations for the input plane's autoscaler (models/inputs/autoscaler.py)."""
         return lambda: self.start(clock())["total"]
 
 
-def run(sc: ColdStartScenario, seed: int = 0, series: dict | None = None) -> dict:
-    """Simulate ``coldstart.starts`` container starts; return the container-start metrics of interfaces.md."""
+def run(sc: ColdStartScenario, seed: int = 0, series: dict | None = None, records: bool = False) -> dict:
+    """Simulate ``coldstart.starts`` container starts; return the container-start metrics of interfaces.md. With
+    ``records``, ``metrics["records"]`` is a DataFrame of one row per start: its time, its phases and total."""
     wall0 = time.perf_counter()
     cp = sc.coldstart
     streams = Streams(seed)
     starter = Starter(cp, streams)
     gaps = streams.get("coldstart/arrivals").exponential(cp.start_interval_s, cp.starts)
     times = np.cumsum(gaps) - gaps[0]
-    records = [starter.start(float(t)) for t in times]
-    total = np.array([r["total"] for r in records])
+    each = [starter.start(float(t)) for t in times]
+    total = np.array([r["total"] for r in each])
     if series is not None:
-        series.update(t=times.tolist(), total=total.tolist(), **{p: [r[p] for r in records] for p in PHASES})
-    return {
+        series.update(t=times.tolist(), total=total.tolist(), **{p: [r[p] for r in each] for p in PHASES})
+    metrics = {
         "cold_start_p0_s": float(total.min()),
         **percentiles(total, "cold_start"),
         "cold_start_mean_s": float(total.mean()),
-        **{f"phase_{p}_mean_s": float(np.mean([r[p] for r in records])) for p in PHASES},
+        **{f"phase_{p}_mean_s": float(np.mean([r[p] for r in each])) for p in PHASES},
         "restore_fallbacks": starter.restore_fallbacks,
         "snapshot_creations": starter.snapshot_creations,
         "bytes_fetched": int(starter.bytes_fetched_mib * 2**20),
         "starts": cp.starts,
         "wall_s": time.perf_counter() - wall0,
     }
+    if records:
+        metrics["records"] = pd.DataFrame({"t": times, **{k: [r[k] for r in each] for k in (*PHASES, "total")}})
+    return metrics
+
+
+def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, pd.DataFrame]:
+    """Per series: the fastest and the slowest mean container start, and where."""
+    rows = []
+    for variant, g in summary.groupby("variant", sort=False):
+        best, worst = g.loc[g["cold_start_mean_s_mean"].idxmin()], g.loc[g["cold_start_mean_s_mean"].idxmax()]
+        rows.append(
+            {
+                "series": variant,
+                "fastest mean start, s": best["cold_start_mean_s_mean"],
+                "at": best[scale],
+                "slowest, s": worst["cold_start_mean_s_mean"],
+                "at ": worst[scale],
+            }
+        )
+    return "Each series", "The fastest and slowest mean container start of each series.", pd.DataFrame(rows)
+
+
+MODEL = Model(
+    name="coldstart",
+    schema=ColdStartScenario,
+    run=run,
+    headline=(
+        "cold_start_p0_s",
+        "cold_start_p50_s",
+        "cold_start_mean_s",
+        "cold_start_p99_s",
+        "snapshot_creations",
+        "restore_fallbacks",
+        "bytes_fetched",
+    ),
+    label=lambda sc: f"mode {sc.coldstart.mode}",
+    probe={"coldstart.starts": 5},
+    size=lambda sc: float(sc.coldstart.starts),
+    bottleneck="",
+    figures=(
+        Figure(
+            "coldstart",
+            "lines",
+            "Container start, seconds",
+            (("cold_start_mean_s", "mean"), ("cold_start_p50_s", "p50"), ("cold_start_p99_s", "p99")),
+        ),
+        Figure(
+            "snapshots",
+            "lines",
+            "Snapshot lifecycle (counts per run)",
+            (("snapshot_creations", "snapshot creations"), ("restore_fallbacks", "restore fallbacks")),
+        ),
+    ),
+    timeseries=TimeSeries(
+        title="Every container start of one point",
+        ylabel="container start, s",
+        lines=(("total", "container start"),),
+        scatter=True,
+        log=True,
+    ),
+    findings=findings,
+)

@@ -1,1 +1,2 @@
-"""Engine layer over SimPy: random streams, distributions, limiters, records, scenarios."""
+"""Engine layer over SimPy: the clock, random streams, distributions, limiters, scenarios, statistics, and the
+Model descriptor every simulated system declares."""

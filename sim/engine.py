@@ -1,41 +1,65 @@
 """The simulation clock: a SimPy environment driven by a lean loop, with cheap callbacks for hot paths.
 
 SimPy processes read best for slow control loops (the autoscaler); per-call paths run millions of events, and a
-generator process costs several times a plain callback (house-style.md, "Hot paths"). ``Sim.call_in`` puts an
-entry ``(time, priority, id, fn, arg)`` on SimPy's own event queue, beside SimPy's ``(time, priority, id, event)``
-entries and ordered like them (ids are unique, so the fifth element is never compared). ``Sim.run`` pops that
-queue itself: a callback entry is called as ``fn(arg)``, a SimPy event is processed exactly as
-``simpy.Environment.step`` does. So callbacks and processes share one clock and one ordering, and the
-per-event cost is a heap pop and a call. (Use ``Sim.run``, not ``env.run``: SimPy's loop does not know pairs.)
+generator process costs several times a plain callback (house-style.md, "Hot paths"). ``Sim.call_at`` and
+``Sim.call_in`` put an entry ``(time, priority, id, fn, arg)`` on SimPy's own event queue, beside SimPy's
+``(time, priority, id, event)`` entries and ordered like them (ids are unique, so the fifth element is never
+compared). ``Sim.run`` pops that queue itself: a callback entry is called as ``fn(arg)``, a SimPy event is processed
+exactly as ``simpy.Environment.step`` does. So callbacks and processes share one clock and one ordering, and the
+per-event cost is a heap pop and a call. (Use ``Sim.run``, not ``env.run``: SimPy's loop does not know callbacks.)
+
+This reads three private attributes of ``simpy.Environment`` 4.x: ``_queue`` (the heap), ``_now`` (the clock) and
+``_eid`` (the insertion counter). pyproject.toml pins SimPy's major version; ``Sim()`` checks them and fails with a
+clear message if a SimPy release changes them (tests/test_engine.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from heapq import heappop, heappush
+from itertools import count
 from typing import Any
 
 import simpy
 from simpy.events import NORMAL, URGENT
 
 
+class SimPyInternalsChanged(RuntimeError):
+    """The installed SimPy no longer has the internals that ``Sim`` drives."""
+
+
+def _check_internals(env: simpy.Environment) -> None:
+    queue, now, eid = getattr(env, "_queue", None), getattr(env, "_now", None), getattr(env, "_eid", None)
+    if not isinstance(queue, list) or not isinstance(now, (int, float)) or not isinstance(eid, count):
+        raise SimPyInternalsChanged(
+            f"simpy {simpy.__version__}: Environment no longer has _queue (a heap list), _now (a number) and _eid "
+            "(an itertools.count), which sim/engine.py drives; install the SimPy major version pinned in pyproject.toml"
+        )
+
+
 class Sim:
     """One run's clock. ``env`` is a plain ``simpy.Environment`` for processes and timeouts."""
 
     def __init__(self) -> None:
-        self.env = self._env = simpy.Environment()
-        self._queue = self.queue = self.env._queue  # SimPy's event heap: (time, priority, id, event)
-        self._eid = self.eid = self.env._eid  # its insertion counter (ties in time and priority go in order)
+        self.env = simpy.Environment()
+        _check_internals(self.env)
+        self._queue = self.env._queue  # SimPy's event heap: (time, priority, id, event)
+        self._eid = self.env._eid  # its insertion counter (ties in time and priority go in order)
+        self.events = 0  # entries processed by run(): callbacks and SimPy events
 
     @property
     def now(self) -> float:
         return self.env._now
 
+    def call_at(self, t: float, fn: Callable[[Any], Any], arg: Any = None) -> None:
+        """Call ``fn(arg)`` at absolute time ``t`` (not before now: the per-call paths guarantee it)."""
+        heappush(self._queue, (t, NORMAL, next(self._eid), fn, arg))
+
     def call_in(self, delay: float, fn: Callable[[Any], Any], arg: Any = None) -> None:
         """Call ``fn(arg)`` after ``delay`` seconds."""
         if delay < 0:
             raise ValueError(f"negative delay {delay}")
-        heappush(self._queue, (self._env._now + delay, NORMAL, next(self._eid), fn, arg))
+        heappush(self._queue, (self.env._now + delay, NORMAL, next(self._eid), fn, arg))
 
     def stop(self) -> None:
         """End ``run`` before any other event at the current time."""
@@ -46,10 +70,12 @@ class Sim:
         empty queue."""
         env, queue, pop = self.env, self._queue, heappop
         heappush(queue, (until, URGENT, next(self._eid), _halt, None))
+        processed = 0
         try:
             while queue:
                 entry = pop(queue)
                 env._now = entry[0]
+                processed += 1
                 try:
                     arg = entry[4]  # a callback: (time, priority, id, fn, arg)
                 except IndexError:
@@ -67,12 +93,9 @@ class Sim:
                     exc.__cause__ = event._value
                     raise exc
         except _Halt:
-            pass
-
-    @property
-    def events(self) -> int:
-        """Events scheduled so far (SimPy's insertion counter; reading it advances it by one)."""
-        return next(self._eid)
+            processed -= 1  # the halt entry is not an event of the model
+        finally:
+            self.events += processed
 
 
 _EVENT = object()  # marks a SimPy event entry in run()'s loop

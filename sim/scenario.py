@@ -43,6 +43,16 @@ def section(cls: type) -> Any:
     return dataclasses.field(default_factory=cls)
 
 
+def with_sections(base: type, sections: dict[str, type], name: str) -> type:
+    """The frozen schema ``base`` plus one section per (key, parameter class): how a family's members (control
+    planes, load-test approaches) bring their own parameters without the scenario naming them."""
+    fields = [(key, cls, section(cls)) for key, cls in sections.items()]
+    schema = dataclasses.make_dataclass(name, fields, bases=(base,), frozen=True)
+    schema.__module__ = base.__module__
+    schema.__doc__ = base.__doc__
+    return schema
+
+
 def parse_value(text: str) -> Any:
     """A ``--set`` value: a TOML literal if it parses as one (1, 2.5, true, [1, 2]), else the raw string."""
     try:
@@ -158,8 +168,6 @@ def to_dict(obj: Any) -> Any:
         return str(obj)
     if dataclasses.is_dataclass(obj):
         return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, Dist):
-        return str(obj)
     return obj
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.cli import load_scenario
-from models.loadtest import Scenario
+from models.inputs.loadtest import Scenario
 from sim.scenario import build
 
 

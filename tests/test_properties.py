@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models import loadtest
-from models.clients import ClosedLoop, Load
-from sim.records import CallLog
+from models.inputs import loadtest
+from models.inputs.clients import ClosedLoop, Load
+from models.inputs.records import CallLog
 from tests.conftest import scenario
 
 dists = st.sampled_from(["constant(1)", "uniform(0.5, 3)", "exponential(1)", "lognormal(1, 0.5)"])
@@ -144,7 +144,7 @@ sandbox_scenarios = st.fixed_dictionaries(
 @given(tree=sandbox_scenarios, seed=st.integers(0, 2**32))
 def test_sandbox_creation_never_overfills_a_worker_nor_loses_a_sandbox(tree, seed):
     from experiments.cli import build_scenario
-    from models import sandboxes
+    from models.sandboxes import creation as sandboxes
 
     fleets = []
     orig = sandboxes.Fleet.__init__

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from calibration.fit import OUT, REFERENCE, TOLERANCE
-from models import loadtest
-from models.loadtest import Scenario
+from models.inputs import loadtest
+from models.inputs.loadtest import Scenario
 from sim.scenario import build, read_toml
 from tests.conftest import preset
 

@@ -10,7 +10,7 @@ from scipy import stats
 
 from experiments import run as run_cmd
 from experiments.cli import run_scenario
-from models.placement import supermarket, theory_time_in_system
+from models.sandboxes.placement import supermarket, theory_time_in_system
 from tests.conftest import preset
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from models import loadtest
+from models.inputs import loadtest
 from tests.conftest import preset
 
 

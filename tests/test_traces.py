@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from models import loadtest
-from sim.records import CallLog
+from models.inputs import loadtest
+from models.inputs.records import CallLog
 from tests.conftest import scenario
 
 

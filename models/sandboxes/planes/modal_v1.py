@@ -18,14 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from models.fleet import Fleet, Servers
-from models.placement import least_of, worker_draws
+from models.sandboxes.fleet import Fleet, Servers
+from models.sandboxes.placement import least_of, worker_draws
+from models.sandboxes.planes.base import ControlPlane
 from sim.engine import Sim
 from sim.rng import Streams
 from sim.scenario import param
 
 if TYPE_CHECKING:
-    from models.sandboxes import Creation, SandboxScenario
+    from models.sandboxes.creation import Creation, SandboxScenario
 
 
 @dataclass(frozen=True)
@@ -41,20 +42,19 @@ class PostgresParams:
     workflow_writes: int = param(4, ge=0, source="assumption: transactions of one finished sandbox's workflow")
 
 
-class ModalV1:
+class ModalV1(ControlPlane):
+    name = "modal-v1"
+    section = "postgres"
+    Params = PostgresParams
+
     def __init__(self, sim: Sim, sc: SandboxScenario, streams: Streams, fleet: Fleet, creation: Creation) -> None:
-        self.sim = sim
-        self.p = p = sc.postgres
-        self.fleet = fleet
-        self.creation = creation
-        self.hop = sc.client.rtt_s / 2
+        super().__init__(sim, sc, streams, fleet, creation)
+        p = self.p
         self.db = Servers(p.connections)
         self.txn_s = p.connections / p.tps  # per-connection service time: at most tps transactions per second
         self._draw = worker_draws(streams.get("placement"), sc.fleet.workers)
         self._conflict = streams.get("conflicts")
         self.p_conflict = (p.schedulers - 1) / (p.schedulers - 1 + p.hot_rows)
-        self.rejections = 0  # conflicting assignment commits
-        self.retries = 0
         self.workflows_pending = 0
         self.workflow_backlog_peak = 0
         self.transactions = 0

@@ -18,15 +18,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from models.fleet import Fleet, Servers
-from models.placement import least_of, worker_draws
+from models.sandboxes.fleet import Fleet, Servers
+from models.sandboxes.placement import least_of, worker_draws
+from models.sandboxes.planes.base import ControlPlane
 from sim.engine import Sim
 from sim.limiter import TokenBucket
 from sim.rng import Streams
 from sim.scenario import param
 
 if TYPE_CHECKING:
-    from models.sandboxes import Creation, SandboxScenario
+    from models.sandboxes.creation import Creation, SandboxScenario
 
 
 @dataclass(frozen=True)
@@ -50,13 +51,14 @@ class KubernetesParams:
     writes_per_pod: int = param(3, ge=2, source="domain.md §2 'several writes to etcd': create, binding, status")
 
 
-class Kubernetes:
+class Kubernetes(ControlPlane):
+    name = "kubernetes"
+    section = "kubernetes"
+    Params = KubernetesParams
+
     def __init__(self, sim: Sim, sc: SandboxScenario, streams: Streams, fleet: Fleet, creation: Creation) -> None:
-        self.sim = sim
-        self.p = p = sc.kubernetes
-        self.fleet = fleet
-        self.creation = creation
-        self.hop = sc.client.rtt_s / 2
+        super().__init__(sim, sc, streams, fleet, creation)
+        p = self.p
         self.nodes = sc.fleet.workers
         self.apiserver = Servers(p.apiserver_mutating_inflight)
         self.etcd = Servers(p.etcd_clients)
@@ -68,8 +70,6 @@ class Kubernetes:
         self.scheduler_busy = 0.0
         self.binding_limit = TokenBucket(p.scheduler_qps, p.scheduler_burst)
         self._draw = worker_draws(streams.get("placement"), self.nodes)
-        self.rejections = 0
-        self.retries = 0
         self.etcd_writes = 0
         self.lease_writes = 0
         sim.call_in(0.0, self._leases)
@@ -116,9 +116,7 @@ class Kubernetes:
         self._write(self._bound, arg)
 
     def _bound(self, arg: tuple[int, int]) -> None:
-        sandbox = arg[0]
-        self.creation.placed[sandbox] = self.sim.env._now
-        self.creation.outstanding -= 1
+        self.creation.returned(arg[0])  # bound: the create call returns; the kubelet starts the pod later
         self.sim.call_in(self.p.kubelet_pickup_s, self._kubelet, arg)
 
     def _kubelet(self, arg: tuple[int, int]) -> None:

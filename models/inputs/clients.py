@@ -1,10 +1,9 @@
-"""Load generators: closed-loop clients and open-loop Poisson arrivals (domain.md §1, the reference load test).
+"""The callers of a load test: closed-loop clients and open-loop Poisson arrivals (domain.md §1, the reference load
+test), a family looked up by the scenario's ``load`` key (``LOADS``).
 
-Closed loop: ``count`` clients each keep ``in_flight`` calls outstanding; a call that returns before the test's
-duration is followed at once by the next. With batching a client instead runs rounds of ``round_items`` items
-sent as chunks of ``chunk_items``; the next round starts when the whole round is back (a chunk whose item failed
-is an error of its items; a rejected chunk that is not retried raises and ends that client's loop). Open loop: Poisson
-arrivals at ``rate`` per second.
+Closed loop (``clients``): ``count`` clients each keep ``in_flight`` calls outstanding; a call that returns before the
+test's duration is followed at once by the next. Open loop (``arrivals``): Poisson arrivals at ``rate`` per second.
+An approach may bring its own callers (batching's rounds of chunks: models/inputs/approaches/batching.py).
 
 A rejected call is handled by the client's retry policy (modal 1.6.4 client source, domain.md §1):
 - ``none``: a single ``.remote``/``.spawn`` raises; the load test's task for that call ends (as an unhandled
@@ -19,16 +18,16 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from heapq import heappush
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from simpy.events import NORMAL
-
-from sim.dists import Dist, Exponential
+from models.inputs.records import CallLog
+from sim.dists import Exponential
 from sim.engine import Sim
-from sim.records import CallLog
 from sim.rng import Streams
 from sim.scenario import param
+
+if TYPE_CHECKING:
+    from models.inputs.loadtest import Scenario
 
 
 @dataclass(frozen=True)
@@ -48,13 +47,6 @@ class ArrivalParams:
     rate: float = param(1.0, gt=0, doc="Poisson arrivals per second")
 
 
-@dataclass(frozen=True)
-class BatchingParams:
-    round_items: int = param(1000, ge=1, source="reference load test: rounds of 1,000 items per client")
-    chunk_items: int = param(32, ge=1, source="reference load test: chunks of 32 items (domain.md §1)")
-    item_failure_prob: float = param(0.0, ge=0, le=1, doc="chance that one item fails, failing its whole chunk")
-
-
 class Target(Protocol):
     def submit(self, call: int, style: int = 0) -> str | None: ...
 
@@ -63,26 +55,17 @@ class Load:
     """The callers of one run: issue calls, handle rejections, count what is outstanding."""
 
     def __init__(
-        self,
-        sim: Sim,
-        log: CallLog,
-        streams: Streams,
-        work: Dist,
-        cp: ClientParams,
-        targets: list[Target],
-        style: int,
-        duration_s: float,
-        http: bool = False,
+        self, sim: Sim, sc: Scenario, log: CallLog, streams: Streams, targets: list[Target], style: int, http: bool
     ) -> None:
         self.sim = sim
         self.env = sim.env
         self.log = log
-        self.cp = cp
+        self.cp = cp = sc.clients
         self.targets = targets
         self.style = style
-        self.duration = duration_s
+        self.duration = sc.duration_s
         self.streams = streams
-        self.work = work.sampler(streams.get("work"))
+        self.work = sc.work.sampler(streams.get("work"))
         self._jitter = streams.get("backoff")
         self.outstanding = 0
         self.issued = 0  # calls (items) issued
@@ -203,53 +186,14 @@ class ClosedLoop(Load):
             self.new_call(self.log.client[call], self.work())
 
 
-class BatchedRounds(Load):
-    """Each client sends rounds of ``round_items`` items as chunks; a chunk's own work is its slowest item."""
-
-    def __init__(self, *args, bp: BatchingParams, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.bp = bp
-        self._left = [0] * self.cp.count  # chunks of the current round not yet back
-        self._stopped = [False] * self.cp.count  # a chunk was rejected and not retried: the client's loop raised
-        self._fail_rng = self.streams.get("item_failure")
-
-    def start(self) -> None:
-        for client in range(self.cp.count):
-            self._round(client)
-
-    def _round(self, client: int) -> None:
-        n, size = self.bp.round_items, self.bp.chunk_items
-        chunks = [min(size, n - i) for i in range(0, n, size)]
-        self._left[client] = len(chunks)
-        for k in chunks:
-            works = [self.work() for _ in range(k)]
-            fails = bool(self.bp.item_failure_prob) and self._chunk_fails(k)
-            self.new_call(client, max(works), items=k, fails=fails)
-
-    def capacity(self, span: float) -> float:
-        return self.cp.count * self.bp.round_items * span
-
-    def _chunk_fails(self, k: int) -> bool:
-        return bool(self._fail_rng.random() < 1.0 - (1.0 - self.bp.item_failure_prob) ** k)
-
-    def returned(self, call: int) -> None:
-        client = self.log.client[call]
-        self._left[client] -= 1
-        kind = self.log.kind.get(call)
-        if kind is not None and kind != "item_failed":
-            self._stopped[client] = True
-        if self._left[client] == 0 and self.env._now < self.duration and not self._stopped[client]:
-            self._round(client)
-
-
 class OpenLoop(Load):
     """Poisson arrivals at ``rate`` per second until the duration ends."""
 
-    def __init__(self, *args, rate: float, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._gap = Exponential(1.0 / rate).sampler(self.streams.get("arrivals"))
-        self.rate = rate
-        self.mean_work = kwargs["work"].mean
+    def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
+        super().__init__(sim, sc, *args)
+        self.rate = sc.arrivals.rate
+        self._gap = Exponential(1.0 / self.rate).sampler(self.streams.get("arrivals"))
+        self.mean_work = sc.work.mean
 
     def capacity(self, span: float) -> float:
         return self.rate * self.mean_work * span
@@ -261,6 +205,7 @@ class OpenLoop(Load):
         self._target = self.targets[0]
         self._new = self.log.new
         self._arrive_cb = self._arrive
+        self._call_at = self.sim.call_at
         self.sim.call_in(self._gap(), self._arrive)
 
     def _arrive(self, _arg: None) -> None:
@@ -273,5 +218,8 @@ class OpenLoop(Load):
         if kind is not None:
             self._rejected(call, kind)
         nxt = now + self._gap()
-        if nxt < self.duration:  # the next arrival: a callback entry in sim/engine.py's form, pushed directly
-            heappush(self.sim.queue, (nxt, NORMAL, next(self.sim.eid), self._arrive_cb, None))
+        if nxt < self.duration:
+            self._call_at(nxt, self._arrive_cb)
+
+
+LOADS: dict[str, type[Load]] = {"clients": ClosedLoop, "arrivals": OpenLoop}  # the scenario's ``load`` key

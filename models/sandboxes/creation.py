@@ -1,10 +1,11 @@
-"""Sandbox creation at scale under three control planes: the scenario schema, one run, its metrics (domain.md §2).
+"""Sandbox creation at scale under three control planes: the scenario schema, the benchmark client, one run, its
+metrics and the model's descriptor (domain.md §2).
 
-A burst of ``sandboxes.count`` creations (models/fleet.py: workload, fleet, start path) goes through one control
-plane, chosen by ``control_plane``:
-- ``modal-v2`` (models/modal_v2.py): a fleet of schedulers over worker state cached from Redis streams;
-- ``modal-v1`` (models/modal_v1.py): creates queued and assigned through one central Postgres;
-- ``kubernetes`` (models/kubernetes.py): API server, etcd, a serial scheduling cycle, kubelets.
+A burst of ``sandboxes.count`` creations (models/sandboxes/fleet.py: workload, fleet, start path) goes through one
+control plane, chosen by ``control_plane`` (models/sandboxes/planes/):
+- ``modal-v2``: a fleet of schedulers over worker state cached from Redis streams;
+- ``modal-v1``: creates queued and assigned through one central Postgres;
+- ``kubernetes``: API server, etcd, a serial scheduling cycle, kubelets.
 Metrics (interfaces.md, "Sandbox creation"): created, makespan, rate, schedule latency, time to interactive,
 rejections, retries, per-resource utilization and the bottleneck (the resource with the highest utilization), and
 a time series of sandboxes created per second and running.
@@ -14,43 +15,38 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 
 import numpy as np
+import pandas as pd
 
-from models.fleet import ClientParams, Fleet, FleetParams, SandboxParams
-from models.kubernetes import KubernetesParams
-from models.modal_v1 import PostgresParams
-from models.modal_v2 import SchedulerParams
+from models.sandboxes.fleet import BenchmarkClientParams, Fleet, FleetParams, SandboxParams
+from models.sandboxes.planes import PLANES, ControlPlane
 from sim.engine import Sim
-from sim.records import NAN, percentiles
+from sim.model import Figure, Model, TimeSeries
 from sim.rng import Streams
-from sim.scenario import param, section
+from sim.scenario import param, section, with_sections
+from sim.stats import NAN, percentiles
+
+PlaneName = Literal[tuple(PLANES)]
 
 
 @dataclass(frozen=True)
-class SandboxScenario:
+class _SandboxScenario:
+    """A burst of sandbox creations; each control plane adds its own section (``scheduler``, ``postgres``, ...)."""
+
     model: Literal["sandboxes"] = param("sandboxes")
     name: str = param("")
     description: str = param("")
     source: str = param("")
-    control_plane: Literal["modal-v2", "modal-v1", "kubernetes"] = param("modal-v2")
+    control_plane: PlaneName = param("modal-v2")
     horizon_s: float = param(3600.0, gt=0, doc="simulated time after which the run stops, created or not")
     sandboxes: SandboxParams = section(SandboxParams)
-    client: ClientParams = section(ClientParams)
+    client: BenchmarkClientParams = section(BenchmarkClientParams)
     fleet: FleetParams = section(FleetParams)
-    scheduler: SchedulerParams = section(SchedulerParams)
-    postgres: PostgresParams = section(PostgresParams)
-    kubernetes: KubernetesParams = section(KubernetesParams)
 
 
-class ControlPlane(Protocol):
-    rejections: int
-    retries: int
-
-    def submit(self, sandbox: int) -> None: ...
-
-    def utilization(self, span: float) -> dict[str, float]: ...
+SandboxScenario = with_sections(_SandboxScenario, {p.section: p.Params for p in PLANES.values()}, "SandboxScenario")
 
 
 class Creation:
@@ -88,10 +84,14 @@ class Creation:
         if self.issued < self.sc.sandboxes.count:
             self.sim.call_in(c.tick_s, self._tick)
 
-    def placed_on(self, sandbox: int, worker: int) -> None:
-        """The control plane placed the sandbox: the create call returns; start the worker's start path."""
+    def returned(self, sandbox: int) -> None:
+        """The create call returns: the sandbox is placed (accepted by a worker, assigned, or bound)."""
         self.placed[sandbox] = self.sim.env._now
         self.outstanding -= 1
+
+    def placed_on(self, sandbox: int, worker: int) -> None:
+        """The control plane placed the sandbox: the create call returns and the worker's start path begins."""
+        self.returned(sandbox)
         self.fleet.start(sandbox, worker)
 
     def on_running(self, sandbox: int, worker: int) -> None:
@@ -105,24 +105,19 @@ class Creation:
     def _finished(self, arg: tuple[int, int]) -> None:
         sandbox, worker = arg
         self.fleet.release(worker)
-        finished = getattr(self.cp, "finished", None)
-        if finished is not None:
-            finished(sandbox)
+        self.cp.finished(sandbox)
 
 
-def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None) -> dict:
-    """Simulate one burst of sandbox creations; return its metrics."""
-    from models.kubernetes import Kubernetes
-    from models.modal_v1 import ModalV1
-    from models.modal_v2 import ModalV2
-
+def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None, records: bool = False) -> dict:
+    """Simulate one burst of sandbox creations; return its metrics. With ``records``, ``metrics["records"]`` is a
+    DataFrame of one row per sandbox: requested (first create attempt), placed (the create call returned) and
+    running (able to run user code), NaN where it did not happen."""
     wall0 = time.perf_counter()
     sim = Sim()
     streams = Streams(seed)
     creation = Creation(sim, sc)
     fleet = Fleet(sim, sc.fleet, sc.sandboxes, streams, creation.on_running)
-    plane = {"modal-v2": ModalV2, "modal-v1": ModalV1, "kubernetes": Kubernetes}[sc.control_plane]
-    cp = plane(sim, sc, streams, fleet, creation)
+    cp = PLANES[sc.control_plane](sim, sc, streams, fleet, creation)
     creation.cp, creation.fleet = cp, fleet
     creation.start()
     sim.run(until=sc.horizon_s)
@@ -130,6 +125,10 @@ def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None) -> dict:
     metrics["events"] = sim.events
     metrics["sim_time_s"] = sim.now
     metrics["wall_s"] = time.perf_counter() - wall0
+    if records:
+        metrics["records"] = pd.DataFrame(
+            {"requested": creation.requested, "placed": creation.placed, "running": creation.running}
+        ).rename_axis("sandbox")
     return metrics
 
 
@@ -166,5 +165,73 @@ def summarize(creation: Creation, sc: SandboxScenario, cp: ControlPlane, fleet: 
         "retries": cp.retries,
         "utilization": {k: round(v, 6) for k, v in sorted(util.items())},
         "bottleneck": bottleneck,
-        **getattr(cp, "extra_metrics", dict)(),
+        **cp.extra_metrics(),
     }
+
+
+def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, pd.DataFrame]:
+    """Per series: where the creation rate peaks and what is most utilized there and at the largest scale."""
+    rows = []
+    for variant, g in summary.groupby("variant", sort=False):
+        top = g.loc[g["creation_rate_per_s_mean"].idxmax()]
+        rows.append(
+            {
+                "series": variant,
+                "peak sandboxes/s": top["creation_rate_per_s_mean"],
+                "at": top[scale],
+                "bottleneck there": top["binding_limit"],
+                "bottleneck at the largest": g.sort_values(scale)["binding_limit"].iloc[-1],
+            }
+        )
+    intro = "The peak creation rate and the limiting resource there."
+    return "Where each series peaks", intro, pd.DataFrame(rows)
+
+
+MODEL = Model(
+    name="sandboxes",
+    schema=SandboxScenario,
+    run=run,
+    headline=(
+        "sandboxes_created",
+        "creation_makespan_s",
+        "creation_rate_per_s",
+        "schedule_latency_p99_s",
+        "tti_p50_s",
+        "tti_p99_s",
+        "rejections",
+        "retries",
+        "utilization",
+        "bottleneck",
+    ),
+    label=lambda sc: f"control plane {sc.control_plane}",
+    probe={"sandboxes.count": 10, "fleet.workers": 10},
+    size=lambda sc: float(sc.sandboxes.count),
+    bottleneck="bottleneck",
+    figures=(
+        Figure(
+            "rate",
+            "lines",
+            "Creation rate against scale",
+            (("creation_rate_per_s", "sandboxes created per second (mean, 95% CI)"),),
+            reference="client.rate",
+        ),
+        Figure("tti", "lines", "Time to interactive, seconds", (("tti_p50_s", "p50"), ("tti_p99_s", "p99"))),
+        Figure(
+            "rejections",
+            "lines",
+            "Rejections and retries",
+            (("rejections", "rejected placements"), ("retries", "retries")),
+            log=True,
+        ),
+        Figure("utilization", "utilization", "Utilization by resource"),
+        Figure("binding", "binding", "What binds (the limiting resource)"),
+    ),
+    timeseries=TimeSeries(
+        title="Time series of one point",
+        ylabel="sandboxes",
+        lines=(("created", "created (cumulative)"),),
+        right=(("created_per_s", "created per second"),),
+        right_label="per second",
+    ),
+    findings=findings,
+)

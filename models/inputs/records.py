@@ -7,13 +7,15 @@ interfaces.md ("Metrics").
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
-NAN = float("nan")
+from sim.stats import NAN, batch_means_ci95, finite, percentiles
+
+# Every kind of rejection or failure the input plane reports: accept limits (models/inputs/function.py), the HTTP
+# proxy (models/inputs/approaches/server.py) and a failed item of a batched chunk.
+ERROR_KINDS = ("rate_limited", "queue_full", "http_503", "http_429", "item_failed")
 
 
 class CallLog:
@@ -84,29 +86,8 @@ class Window:
     end: float
 
 
-def batch_means_ci95(x: np.ndarray, batches: int = 20) -> float:
-    """Half-width of the 95% CI of the mean of a (correlated, time-ordered) series by batch means."""
-    n = len(x) // batches
-    if n < 2:
-        return NAN
-    means = x[: n * batches].reshape(batches, n).mean(axis=1)
-    return float(stats.t.ppf(0.975, batches - 1) * means.std(ddof=1) / math.sqrt(batches))
-
-
-def percentiles(x: np.ndarray, prefix: str, qs: tuple[int, ...] = (50, 90, 99)) -> dict[str, float | None]:
-    """{prefix_pQ_s: the Q-th percentile of x} (null when x is empty): the metrics' one way to name percentiles."""
-    values = [float(v) for v in np.percentile(x, qs)] if len(x) else [None] * len(qs)
-    return {f"{prefix}_p{q}_s": v for q, v in zip(qs, values, strict=True)}
-
-
-def _num(v: float) -> float | None:
-    """JSON has no NaN: an undefined figure is null."""
-    return None if v is None or not math.isfinite(v) else float(v)
-
-
-def summarize(log: CallLog, window: Window) -> dict:
-    """The call metrics of interfaces.md from the records of one run."""
-    a = log.arrays()
+def summarize(a: dict[str, np.ndarray], window: Window) -> dict:
+    """The call metrics of interfaces.md from the records of one run (``CallLog.arrays()``)."""
     ok = a["ok"]
     done = ~np.isnan(a["finished"])
     in_window = done & (a["finished"] >= window.start) & (a["finished"] < window.end)
@@ -117,7 +98,8 @@ def summarize(log: CallLog, window: Window) -> dict:
     first_back = float(a["finished"][initial].max()) if initial.any() and done[initial].all() else NAN
 
     served = ok & done & issued_in_window
-    added = a["finished"][served] - a["issued"][served] - a["work"][served]
+    response = a["finished"][served] - a["issued"][served]
+    added = response - a["work"][served]
     started = ~np.isnan(a["started"]) & issued_in_window
     waits = a["started"][started] - a["issued"][started]  # in issue order: rows are created as calls are issued
 
@@ -135,17 +117,19 @@ def summarize(log: CallLog, window: Window) -> dict:
     return {
         "calls": calls,
         "calls_per_s": calls / span,
-        "first_n_back_s": _num(first_back),
+        "first_n_back_s": finite(first_back),
         **percentiles(added, "added_latency"),
         "errors": int(a["items"][failed].sum()),
         "errors_by_kind": dict(sorted(errors_by_kind.items())),
         "retries": int((a["attempts"] - 1).sum()),
-        "response_mean_s": _num(float(np.mean(a["finished"][served] - a["issued"][served]))) if served.any() else None,
+        "response_mean_s": finite(float(np.mean(a["finished"][served] - a["issued"][served])))
+        if served.any()
+        else None,
         "issued_per_s": float(a["items"][issued_in_window].sum()) / span,
         "in_flight_mean": in_flight_mean,
-        "wait_mean_s": _num(float(waits.mean())) if len(waits) else None,
-        "wait_mean_ci95_s": _num(batch_means_ci95(waits)),
-        "inputs": len(log),
+        "wait_mean_s": finite(float(waits.mean())) if len(waits) else None,
+        "wait_mean_ci95_s": finite(batch_means_ci95(waits)),
+        "inputs": len(a["issued"]),
         "calls_issued": int(a["items"].sum()),
         "calls_completed": int(a["items"][ok & done].sum()),
         "calls_in_flight": int(a["items"][~done].sum()),

@@ -23,14 +23,15 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from models.fleet import Fleet, Servers
-from models.placement import least_of, worker_draws
+from models.sandboxes.fleet import Fleet, Servers
+from models.sandboxes.placement import least_of, worker_draws
+from models.sandboxes.planes.base import ControlPlane
 from sim.engine import Sim
 from sim.rng import Streams
 from sim.scenario import param
 
 if TYPE_CHECKING:
-    from models.sandboxes import Creation, SandboxScenario
+    from models.sandboxes.creation import Creation, SandboxScenario
 
 
 @dataclass(frozen=True)
@@ -60,13 +61,14 @@ class SchedulerParams:
 SAMPLE_ROUNDS = 8  # assumption: how often a scheduler samples again when its picks all look full
 
 
-class ModalV2:
+class ModalV2(ControlPlane):
+    name = "modal-v2"
+    section = "scheduler"
+    Params = SchedulerParams
+
     def __init__(self, sim: Sim, sc: SandboxScenario, streams: Streams, fleet: Fleet, creation: Creation) -> None:
-        self.sim = sim
-        self.p = p = sc.scheduler
-        self.fleet = fleet
-        self.creation = creation
-        self.hop = sc.client.rtt_s / 2
+        super().__init__(sim, sc, streams, fleet, creation)
+        p = self.p
         self.workers = sc.fleet.workers
         self.servers = [Servers(p.threads) for _ in range(p.count)]
         self.visible = [0] * self.workers  # slots in use as last published and delivered
@@ -74,8 +76,6 @@ class ModalV2:
         self.own: list[list[dict[int, int]]] = [[{} for _ in range(p.publish_phases)] for _ in range(p.count)]
         self._lb = worker_draws(streams.get("load_balancer"), p.count)
         self._draw = worker_draws(streams.get("placement"), self.workers)
-        self.rejections = 0
-        self.retries = 0
         self.metadata_writes = 0
         rate = self.workers / p.publish_interval_s / p.streams
         self.stream_rho = rate / p.stream_msgs_per_s

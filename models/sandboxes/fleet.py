@@ -36,7 +36,7 @@ class SandboxParams:
 
 
 @dataclass(frozen=True)
-class ClientParams:
+class BenchmarkClientParams:
     rate: float = param(
         20_000.0,
         gt=0,

@@ -10,7 +10,7 @@ limits, both per Function:
   start more slowly than they are accepted"); its rate and burst are calibration parameters.
 - containers run up to ``max_inputs`` inputs at once (``@modal.concurrent``); inputs go to a container below
   ``target_inputs`` first and burst up to ``max_inputs`` only when every container is at its target. The
-  autoscaler (models/autoscaler.py) sizes the pool to inputs in the system ÷ target_inputs.
+  autoscaler (models/inputs/autoscaler.py) sizes the pool to inputs in the system ÷ target_inputs.
 
 Left out: input timeouts and retries of failed inputs on the server side, the 2-minute cancel of a sync call
 whose caller left, result retention of spawned calls, and regions.
@@ -21,14 +21,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from heapq import heappush
 
-from simpy.events import NORMAL
-
-from models.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
+from models.inputs.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
+from models.inputs.records import CallLog
 from sim.engine import Sim
 from sim.limiter import TokenBucket
-from sim.records import CallLog
 from sim.rng import Streams
 from sim.scenario import param
 
@@ -106,10 +103,7 @@ class Function:
         self.log = log
         self.on_done = on_done
         # bound once: the per-input path below reads these millions of times
-        self._call_in = sim.call_in
-        # The per-input path pushes its callback entries itself, in sim/engine.py's form (time, priority, id, fn,
-        # arg): the same as sim.call_in without a function call, on the path every input takes twice.
-        self._queue, self._eid = sim.queue, sim.eid
+        self._call_at = sim.call_at
         self._finish_cb = self._finish
         self._work = log.work
         self._started_at = log.started
@@ -157,9 +151,7 @@ class Function:
                 self.n_running[style] += 1
                 c.running += 1
                 self._started_at[call] = now
-                heappush(
-                    self._queue, (now + self._work[call], NORMAL, next(self._eid), self._finish_cb, (call, style, c))
-                )
+                self._call_at(now + self._work[call], self._finish_cb, (call, style, c))
                 return None
         pending.append((call, style))
         self.n_pending[style] += 1
@@ -209,7 +201,7 @@ class Function:
         self.n_running[style] += 1
         c.running += 1
         self._started_at[call] = now
-        self._call_in(self._work[call], self._finish_cb, (call, style, c))
+        self._call_at(now + self._work[call], self._finish_cb, (call, style, c))
 
     def _wake(self, _arg: None) -> None:
         self._wake_pending = False
@@ -228,7 +220,7 @@ class Function:
             self.n_pending[nstyle] -= 1
             self.n_running[nstyle] += 1
             self._started_at[nxt] = now
-            heappush(self._queue, (now + self._work[nxt], NORMAL, next(self._eid), self._finish_cb, (nxt, nstyle, c)))
+            self._call_at(now + self._work[nxt], self._finish_cb, (nxt, nstyle, c))
         else:
             c.running -= 1
             if c.running == 0:
@@ -241,7 +233,7 @@ class Function:
         self.on_done(call)
 
     def state(self) -> tuple[int, int, int, str | None]:
-        """(running, pending, containers, why pending inputs wait): what models/monitor.py samples."""
+        """(running, pending, containers, why pending inputs wait): what models/inputs/monitor.py samples."""
         pending = len(self.pending)
         why = None
         if pending:

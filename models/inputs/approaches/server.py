@@ -5,7 +5,7 @@ container with the fewest requests in progress, if it has fewer than ``max_concu
 it answers 503 (and a request reaching an empty pool triggers a cold start); when every ready container is at
 ``max_concurrency`` it answers 429. The autoscaler aims at ``target_concurrency`` requests per container, taking
 the peak concurrency seen over ``scaleup_window_s`` (requests answered 503 count as demand). Serialization,
-retries and timeouts are the client's (models/clients.py).
+retries and timeouts are the client's (models/inputs/clients.py).
 
 Left out: proxy authentication (Modal-Key/Modal-Secret), HTTP keep-alive and TLS costs, request bodies.
 """
@@ -15,12 +15,18 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
-from models.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
+from models.inputs.approaches.base import Approach
+from models.inputs.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
+from models.inputs.clients import Target
+from models.inputs.records import CallLog
 from sim.engine import Sim
-from sim.records import CallLog
 from sim.rng import Streams
 from sim.scenario import param
+
+if TYPE_CHECKING:
+    from models.inputs.loadtest import Scenario
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,17 @@ class ServerParams:
     proxy_latency_s: float = param(
         0.005, ge=0, source="assumption: one in-region proxy hop (the reference ran in us-east)"
     )
+
+
+class Server(Approach):
+    name = "server"
+    http = True
+    sections: ClassVar[dict[str, type]] = {"server": ServerParams}
+
+    def targets(
+        self, sim: Sim, sc: Scenario, streams: Streams, log: CallLog, done: Callable[[int], None]
+    ) -> list[Target]:
+        return [Proxy(sim, "server", sc.server, sc.autoscaler, streams, log, done)]
 
 
 class Proxy:

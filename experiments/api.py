@@ -1,0 +1,86 @@
+"""A small Python API for notebooks and scripts: the commands' work as functions that return data.
+
+    from experiments import api
+    m = api.run("loadtest-spawn", set={"clients.count": 16}, seed=0)         # metrics, as `experiments.run --json`
+    calls = api.run("loadtest-spawn", records=True)["records"]               # one row per input, a DataFrame
+    table = api.sweep("loadtest-copies", factors={"clients.count": [1, 2, 4]}, seeds=2)   # one row per run
+
+A scenario is a preset name or a TOML file; ``set`` overrides its keys (as ``--set``), ``params`` overlays parameter
+files (as ``--params``). Bad input raises ``sim.scenario.ScenarioError`` naming the key.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from experiments import results
+from experiments.cli import load_scenario, run_scenario
+from experiments.spec import load_spec
+from experiments.sweep import run_sweep
+
+
+def _sets(set: dict[str, Any] | None) -> list[str]:
+    return [f"{k}={_toml(v)}" for k, v in (set or {}).items()]
+
+
+def _toml(v: Any) -> str:
+    """A value as --set text: strings as themselves (distributions, names), the rest as TOML literals."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml(x) if not isinstance(x, str) else f'"{x}"' for x in v) + "]"
+    return str(v)
+
+
+def scenario(name: str, set: dict[str, Any] | None = None, params: list[str] = ()) -> Any:
+    """The validated scenario (a frozen dataclass) of a preset or file with overrides."""
+    return load_scenario(name, _sets(set), list(params))
+
+
+def run(
+    name: str,
+    set: dict[str, Any] | None = None,
+    seed: int = 0,
+    params: list[str] = (),
+    records: bool = False,
+    series: bool = False,
+) -> dict:
+    """One run's metrics (interfaces.md). ``records``: also ``["records"]``, a DataFrame of per-call, per-sandbox or
+    per-start records; ``series``: also ``["series"]``, the time series the report draws."""
+    sc = scenario(name, set, params)
+    out: dict = {}
+    metrics = run_scenario(sc, seed=seed, series=out if series else None, records=records)
+    if series:
+        metrics["series"] = out
+    return metrics
+
+
+def sweep(
+    spec: str | None = None,
+    set: dict[str, Any] | None = None,
+    factors: dict[str, list] | None = None,
+    seeds: int | None = None,
+    out: str | Path | None = None,
+    jobs: int = 1,
+    quick: bool = False,
+) -> pd.DataFrame:
+    """A sweep (a spec name or file, or a scenario swept over ``factors``); one row per (point, seed) with every
+    parameter, the seed and the metrics. Results go to ``out`` (resumable, as the command's) or a temporary folder."""
+    factor_args = [f"{k}={','.join(_toml(v) for v in values)}" for k, values in (factors or {}).items()]
+    s = load_spec(spec, _sets(set), factor_args, seeds, quick)
+    if out is not None:
+        return run_sweep(s, Path(out), jobs)
+    with tempfile.TemporaryDirectory() as tmp:
+        return run_sweep(s, Path(tmp), jobs)
+
+
+def load_results(path: str | Path) -> pd.DataFrame:
+    """A sweep's results table: a results.parquet / results.csv file, or the folder that holds one."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.parquet" if (path / "results.parquet").exists() else path / "results.csv"
+    return results.read_results(path)

@@ -1,0 +1,85 @@
+"""The results table of a sweep: one row per (point, seed) with every parameter, the seed, the metrics, ``wall_s``
+and ``error``. This module owns its format (columns, flattening of metrics, reading, resuming); experiments/sweep.py
+writes it and experiments/report.py reads it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from experiments.cli import build_scenario, run_scenario
+from models.registry import model_of
+from sim.scenario import ScenarioError, flatten, resolve, set_dotted, to_dict
+
+KEYS = ["point", "variant", "seed"]
+
+
+def flat_metrics(m: dict, kinds: Iterable[str]) -> dict:
+    """A run's metrics as flat columns: ``*_by_kind`` counts as ``<prefix>.<kind>`` for every kind the model reports
+    (plus ``<prefix>.other``), other dicts as ``<key>.<name>``; ``wall_s`` is the row's own."""
+    kinds = tuple(kinds)
+    out = {}
+    for k, v in m.items():
+        if k.endswith("_by_kind"):
+            prefix = k[: -len("_by_kind")]
+            for kind in kinds:
+                out[f"{prefix}.{kind}"] = v.get(kind, 0)
+            out[f"{prefix}.other"] = sum(n for kind, n in v.items() if kind not in kinds)
+        elif isinstance(v, dict):
+            out.update({f"{k}.{name}": x for name, x in v.items()})
+        elif k != "wall_s":
+            out[k] = v
+    return out
+
+
+def columns(scenarios: Iterable[str]) -> list[str]:
+    """The table's columns, fixed so that rows can be appended as they come: every parameter of each scenario's
+    model, and the metrics of a tiny run of each (the model's ``probe``)."""
+    params: dict[str, None] = {}
+    metrics: dict[str, None] = {}
+    for scenario in dict.fromkeys(scenarios):
+        tree, base = resolve(scenario)
+        model = model_of(tree)
+        for key, value in model.probe.items():
+            set_dotted(tree, key, value)
+        try:
+            sc = build_scenario(tree, base)
+        except ScenarioError:
+            continue
+        params.update(dict.fromkeys(flatten(to_dict(sc))))
+        metrics.update(dict.fromkeys(flat_metrics(run_scenario(sc, seed=0), model.kinds)))
+    return [*KEYS, *params, *metrics, "wall_s", "error"]
+
+
+def done_rows(path: Path) -> set[tuple[int, int]]:
+    """(point, seed) of the rows already written; a torn last line (a killed write) is cut off."""
+    if not path.exists():
+        return set()
+    text = path.read_text()
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+        path.write_text(text)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    return {(int(r["point"]), int(r["seed"])) for r in rows}
+
+
+def read_results(path: Path) -> pd.DataFrame:
+    """The results table (CSV or Parquet), sorted by point and seed."""
+    path = Path(path)
+    try:
+        table = (
+            pd.read_parquet(path)
+            if path.suffix == ".parquet"
+            else pd.read_csv(path, keep_default_na=False, na_values=[""])
+        )
+    except (OSError, ValueError) as e:
+        raise ScenarioError(f"{path}: cannot read a results table: {e}") from None
+    if not set(KEYS) <= set(table.columns):
+        raise ScenarioError(f"{path}: not a results table (no point, seed and variant columns)")
+    table["error"] = table["error"].astype(object).where(table["error"].notna(), "").astype(str)
+    return table.sort_values(["point", "seed"], kind="stable").reset_index(drop=True)

@@ -1,0 +1,2 @@
+"""A Modal Function's input plane (domain.md §1): callers, Functions with their limits and containers, the autoscaler,
+the load-test approaches, and the load-test scenario (``loadtest``)."""

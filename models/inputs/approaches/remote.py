@@ -1,0 +1,9 @@
+"""The baseline: every client calls the Function with ``.remote`` (synchronous limits, domain.md §1)."""
+
+from __future__ import annotations
+
+from models.inputs.approaches.base import Approach
+
+
+class Remote(Approach):
+    name = "remote"

@@ -1,0 +1,195 @@
+"""A load test against Functions: the scenario schema, one run, and the model's descriptor (domain.md §1, "The
+reference load test").
+
+The approach (``approach``: models/inputs/approaches/) says how calls are made and what they reach: ``remote``,
+``spawn``, ``copies``, ``batching`` or ``server``. The load (``load``: models/inputs/clients.py) is closed-loop clients
+or open-loop Poisson arrivals. Each Function (models/inputs/function.py) accepts and starts inputs on containers that
+its autoscaler (models/inputs/autoscaler.py) adds and removes; a monitor (models/inputs/monitor.py) samples what
+limits the run.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from models.inputs.approaches import APPROACHES
+from models.inputs.autoscaler import AutoscalerParams
+from models.inputs.clients import LOADS, ArrivalParams, ClientParams
+from models.inputs.function import FunctionParams, LimitParams
+from models.inputs.monitor import Monitor
+from models.inputs.records import ERROR_KINDS, CallLog, Window, summarize
+from sim.dists import Dist, Uniform
+from sim.engine import Sim
+from sim.model import Figure, Model, TimeSeries
+from sim.rng import Streams
+from sim.scenario import param, section, with_sections
+
+ApproachName = Literal[tuple(APPROACHES)]
+LoadName = Literal[tuple(LOADS)]
+
+
+@dataclass(frozen=True)
+class _Scenario:
+    """A load test; each approach adds its own sections (``server``, ``batching``)."""
+
+    model: Literal["function"] = param("function", doc="which model: function (this), sandboxes or coldstart")
+    name: str = param("", doc="the preset's name")
+    description: str = param("")
+    source: str = param("", doc="where the scenario's figures come from")
+    approach: ApproachName = param("remote")
+    load: LoadName = param("clients")
+    work: Dist = param(Uniform(1.0, 10.0), source="reference load test: sleep uniform(1, 10) s (domain.md §1)")
+    duration_s: float = param(60.0, gt=0, source="reference load test: 60 s")
+    warmup_s: float = param(0.0, ge=0, source="reference load test: warm-up 0")
+    drain_s: float = param(300.0, ge=0, doc="after the duration, how long the test waits for calls in flight")
+    function: FunctionParams = section(FunctionParams)
+    limits: LimitParams = section(LimitParams)
+    autoscaler: AutoscalerParams = section(AutoscalerParams)
+    clients: ClientParams = section(ClientParams)
+    arrivals: ArrivalParams = section(ArrivalParams)
+
+    def __post_init__(self) -> None:
+        if self.warmup_s >= self.duration_s:
+            raise ValueError("warmup_s: must be < duration_s")
+        APPROACHES[self.approach].check(self)
+
+    def ideal_calls_per_s(self) -> float:
+        """Calls per second with no overhead at all (the approach's rule)."""
+        return APPROACHES[self.approach].ideal_calls_per_s(self)
+
+
+Scenario = with_sections(_Scenario, {k: v for a in APPROACHES.values() for k, v in a.sections.items()}, "Scenario")
+
+MONITOR_DT = 0.5  # seconds between the monitor's samples (models/inputs/monitor.py) ...
+MONITOR_SAMPLES = 1000  # ... or longer, so that a long run takes at most this many
+
+
+def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool = False) -> dict:
+    """Simulate one scenario; return its metrics (interfaces.md, "Function load tests").
+
+    Pass a dict as ``series`` to receive time series sampled every monitor interval: t, running, pending, containers,
+    started (cumulative) and accepted (cumulative: started + pending). With ``records``, ``metrics["records"]`` is a
+    DataFrame of one row per input (models/inputs/records.py: issued, started, finished, work, items, kind, ...)."""
+    wall0 = time.perf_counter()
+    sim = Sim()
+    streams = Streams(seed)
+    log = CallLog()
+    approach = APPROACHES[sc.approach]
+    targets: list = []
+    load = approach.load(sim, sc, log, streams, targets)
+    targets += approach.targets(sim, sc, streams, log, load.done)
+
+    dt = max(MONITOR_DT, sc.duration_s / MONITOR_SAMPLES)
+    monitor = Monitor(sim, targets, dt, (sc.warmup_s, sc.duration_s), keep_series=series is not None)
+    load.begin()
+    sim.run(until=sc.duration_s + sc.drain_s)  # or until the last call in flight is back after the duration
+    end = sim.now
+
+    arrays = log.arrays()
+    metrics = summarize(arrays, Window(sc.warmup_s, sc.duration_s))
+    metrics["rejections_by_kind"] = dict(sorted(load.rejections.items()))
+    metrics.update(monitor.diagnosis(load.lost, load.capacity(sc.duration_s - sc.warmup_s)))
+    if series is not None:
+        series.update(monitor.series)
+        started = np.sort(arrays["started"])
+        series["started"] = np.searchsorted(started, series["t"], side="right").tolist()
+        series["accepted"] = [s + p for s, p in zip(series["started"], series["pending"], strict=True)]
+    pools = [t.pool for t in targets]
+    metrics.update(
+        ideal_calls_per_s=sc.ideal_calls_per_s(),
+        containers_peak=sum(p.peak for p in pools),
+        cold_starts=sum(p.cold_starts for p in pools),
+        sim_time_s=end,
+        events=sim.events,
+    )
+    metrics["wall_s"] = time.perf_counter() - wall0
+    if records:
+        metrics["records"] = pd.DataFrame(arrays).rename_axis("input")
+    return metrics
+
+
+SATURATION = 0.8  # a series has left the ideal line where its calls/s falls below this share of the ideal
+
+
+def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, pd.DataFrame]:
+    """Per series: the first scale where calls/s falls below SATURATION × ideal, and what binds there."""
+    rows = []
+    for variant, g in summary.groupby("variant", sort=False):
+        g = g.sort_values(scale) if scale in g else g
+        below = g[g["calls_per_s_mean"] < SATURATION * g["ideal_calls_per_s_mean"]]
+        first = below.iloc[0] if len(below) else None
+        rows.append(
+            {
+                "series": variant,
+                "leaves ideal at": first[scale] if first is not None and scale in g else "—",
+                "binding limit there": first["binding_limit"] if first is not None else "none within the sweep",
+                "peak calls/s": g["calls_per_s_mean"].max(),
+                "at": g.loc[g["calls_per_s_mean"].idxmax(), scale] if scale in g else "—",
+            }
+        )
+    intro = (
+        f"The first {scale} at which calls/s falls below {SATURATION:.0%} of the ideal, and the limit that binds there."
+    )
+    return "Where each series leaves the ideal line", intro, pd.DataFrame(rows)
+
+
+MODEL = Model(
+    name="function",
+    schema=Scenario,
+    run=run,
+    headline=(
+        "calls_per_s",
+        "ideal_calls_per_s",
+        "first_n_back_s",
+        "added_latency_p50_s",
+        "added_latency_p99_s",
+        "containers_peak",
+        "errors",
+        "errors_by_kind",
+        "retries",
+        "binding_limit",
+        "binding_share",
+    ),
+    label=lambda sc: f"approach {sc.approach}",
+    probe={"duration_s": 1.0, "clients.count": 1, "clients.in_flight": 1, "function.copies": 1},
+    size=lambda sc: sc.ideal_calls_per_s() * sc.duration_s,
+    bottleneck="binding_limit",
+    figures=(
+        Figure(
+            "throughput",
+            "lines",
+            "Throughput against scale",
+            (("calls_per_s", "calls/s (mean, 95% CI)"),),
+            reference="ideal_calls_per_s",
+            log=True,
+        ),
+        Figure(
+            "latency",
+            "lines",
+            "Added latency, seconds (response − own work)",
+            (("added_latency_p50_s", "p50"), ("added_latency_p99_s", "p99")),
+        ),
+        Figure("containers", "lines", "Containers", (("containers_peak", "containers (peak)"),)),
+        Figure("errors", "errors", "Errors by kind"),
+        Figure("binding", "binding", "What binds (the costliest limit)"),
+    ),
+    timeseries=TimeSeries(
+        title="Time series of one point",
+        ylabel="inputs",
+        lines=(
+            ("started", "started (cumulative)"),
+            ("accepted", "accepted (cumulative)"),
+            ("running", "running"),
+            ("pending", "pending"),
+        ),
+        right=(("containers", "containers"),),
+        right_label="containers",
+    ),
+    findings=findings,
+    kinds=ERROR_KINDS,
+)

@@ -1,0 +1,49 @@
+"""What a sandbox control plane is, and what the three share (domain.md §2).
+
+A control plane takes create requests from the benchmark client (``submit``), places each sandbox on a worker of the
+fleet and tells the client when the create call returns (``Creation.placed_on`` or ``Creation.returned``); it
+reports the busy fraction of its own resources (``utilization``) and any figures of its own (``extra_metrics``).
+Adding one: a module in this package (a subclass of ``ControlPlane`` with its ``name``, its scenario ``section`` and
+that section's ``Params``) and its line in ``PLANES`` (models/sandboxes/planes/__init__.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from models.sandboxes.fleet import Fleet
+from sim.engine import Sim
+from sim.rng import Streams
+
+if TYPE_CHECKING:
+    from models.sandboxes.creation import Creation, SandboxScenario
+
+
+class ControlPlane:
+    name: ClassVar[str]  # the scenario's ``control_plane`` value
+    section: ClassVar[str]  # the scenario section holding its parameters
+    Params: ClassVar[type]  # that section's frozen dataclass
+
+    def __init__(self, sim: Sim, sc: SandboxScenario, streams: Streams, fleet: Fleet, creation: Creation) -> None:
+        self.sim = sim
+        self.p: Any = getattr(sc, self.section)
+        self.fleet = fleet
+        self.creation = creation
+        self.hop = sc.client.rtt_s / 2  # one network hop: half the client's round trip
+        self.rejections = 0  # placements refused (by a worker, or a conflicting commit)
+        self.retries = 0  # create attempts made again
+
+    def submit(self, sandbox: int) -> None:
+        """A create request leaves the client now."""
+        raise NotImplementedError
+
+    def finished(self, sandbox: int) -> None:
+        """A sandbox ended (``sandboxes.lifetime_s`` > 0); its worker slot is already free."""
+
+    def utilization(self, span: float) -> dict[str, float]:
+        """Busy fraction in [0, 1] of each of the plane's resources over ``span`` seconds."""
+        raise NotImplementedError
+
+    def extra_metrics(self) -> dict:
+        """Figures of this control plane's own, merged into the run's metrics."""
+        return {}

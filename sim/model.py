@@ -1,0 +1,71 @@
+"""What a simulated system declares about itself: one ``Model`` descriptor per model, looked up by a scenario's
+``model`` key (models/registry.py).
+
+Everything outside a model (the commands, sweeps, reports, the notebook API) works from its descriptor and never
+names a model: the schema a scenario is validated into, the run function, the headline metrics, the tiny run a sweep
+probes for its columns, a run's size, and the report's figures and summary table. Figures are data (``Figure``,
+``TimeSeries``): experiments/plots.py draws each kind, so models import no plotting code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pandas as pd
+
+
+class RunFunction(Protocol):
+    def __call__(self, sc: Any, seed: int = 0, series: dict | None = None, records: bool = False) -> dict:
+        """Simulate one scenario; return its metrics (with ``records`` also ``metrics["records"]``: a DataFrame of
+        per-call, per-sandbox or per-start records)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure of a sweep's report, against the sweep's scale, a line (or panel) per series.
+
+    Kinds (experiments/plots.py): ``lines`` (one panel per metric, 95% CI bands; ``reference`` is a column drawn
+    dashed, as the ideal), ``errors`` (stacked failed calls by kind), ``utilization`` (every ``utilization.*``
+    column), ``binding`` (what binds at each point)."""
+
+    name: str
+    kind: str
+    title: str = ""
+    metrics: tuple[tuple[str, str], ...] = ()  # (metric, panel label)
+    reference: str = ""
+    ylabel: str = ""
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class TimeSeries:
+    """The report's figure of one point's time series (the run's ``series``)."""
+
+    title: str
+    ylabel: str
+    lines: tuple[tuple[str, str], ...]  # (series key, label) on the left axis
+    right: tuple[tuple[str, str], ...] = ()  # on a right axis
+    right_label: str = ""
+    scatter: bool = False
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str  # the scenario's ``model`` value
+    schema: type  # the scenario's frozen dataclass
+    run: RunFunction
+    headline: tuple[str, ...]  # what `experiments.run` prints and the report tabulates
+    label: Callable[[Any], str]  # one phrase saying which variant a scenario is ("approach spawn")
+    probe: dict[str, Any]  # --set overrides that make a tiny run, to learn the metric columns
+    size: Callable[[Any], float]  # calls, sandboxes or starts a run simulates (sweeps start the big ones first)
+    bottleneck: str  # the metric naming what limits a run
+    figures: tuple[Figure, ...]
+    timeseries: TimeSeries
+    # (heading, intro, table): the report's first table, one row per series, from the summary (means over seeds)
+    findings: Callable[[pd.DataFrame, str], tuple[str, str, pd.DataFrame]]
+    # the kinds that ``*_by_kind`` metrics count: each is a fixed column of a results table (``errors.<kind>``)
+    kinds: tuple[str, ...] = field(default=())
