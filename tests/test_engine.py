@@ -1,0 +1,73 @@
+"""The engine over SimPy's internals: one clock and one order for callbacks and processes, an events count that
+reading does not change, and a clear failure if SimPy's internals change."""
+
+from __future__ import annotations
+
+import pytest
+import simpy
+
+from sim.engine import Sim, SimPyInternalsChanged, _check_internals
+
+
+def test_callbacks_and_processes_share_one_clock_and_order():
+    sim = Sim()
+    seen: list[tuple[float, str]] = []
+
+    def proc():
+        yield sim.env.timeout(1.0)
+        seen.append((sim.now, "process"))
+        yield sim.env.timeout(1.0)
+        seen.append((sim.now, "process"))
+
+    sim.env.process(proc())  # its first timeout is scheduled when it starts, at t = 0 inside run()
+    sim.call_at(1.0, lambda arg: seen.append((sim.now, arg)), "callback at 1")
+    sim.call_in(1.5, lambda arg: seen.append((sim.now, arg)), "callback at 1.5")
+    sim.call_at(2.0, lambda arg: seen.append((sim.now, arg)), "callback at 2")
+    sim.call_at(0.5, lambda _: sim.call_at(1.0, lambda arg: seen.append((sim.now, arg)), "callback at 1, late"))
+    sim.run(until=10.0)
+    # ties in time go in the order they were scheduled, callbacks and SimPy events alike
+    assert seen == [
+        (1.0, "callback at 1"),
+        (1.0, "process"),
+        (1.0, "callback at 1, late"),
+        (1.5, "callback at 1.5"),
+        (2.0, "callback at 2"),
+        (2.0, "process"),
+    ]
+
+
+def test_run_stops_before_until_and_at_stop():
+    sim = Sim()
+    seen: list[float] = []
+    for t in (1.0, 2.0, 3.0):
+        sim.call_at(t, seen.append, t)
+    sim.run(until=3.0)
+    assert seen == [1.0, 2.0] and sim.now == 3.0  # events at `until` itself are left
+    sim.call_at(4.0, lambda _: sim.stop())
+    sim.call_at(4.0, seen.append, 4.0)
+    sim.run(until=10.0)
+    assert seen == [1.0, 2.0, 3.0] and sim.now == 4.0  # stop() ends the run before the other event at 4
+
+
+def test_events_counts_what_ran_and_reading_it_changes_nothing():
+    sim = Sim()
+    for t in range(5):
+        sim.call_at(float(t), lambda _: None)
+    assert sim.events == sim.events == 0
+    sim.run(until=2.5)
+    assert sim.events == sim.events == 3  # t = 0, 1, 2; the run's own halt entry is not counted
+    sim.run(until=10.0)
+    assert sim.events == 5
+
+
+def test_negative_delay_is_refused():
+    with pytest.raises(ValueError, match="negative delay"):
+        Sim().call_in(-1.0, print)
+
+
+def test_a_simpy_without_the_internals_fails_with_a_clear_message():
+    env = simpy.Environment()
+    _check_internals(env)  # the installed SimPy has them
+    del env._eid
+    with pytest.raises(SimPyInternalsChanged, match=r"pinned in pyproject\.toml"):
+        _check_internals(env)
