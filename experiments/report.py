@@ -93,12 +93,14 @@ def _img(path: Path) -> str:
 
 
 def human(v: float) -> str:
-    """A number for people: 21,370 not 2.137e+04; 0.583; 12.4."""
+    """A number for people, never in e-notation: 21,370 (not 2.137e+04); 12.3; 0.583; 0.00042; 0 for float noise."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     if abs(v) >= 100 or float(v).is_integer():
         return f"{v:,.0f}"
-    return f"{v:.3g}"
+    if abs(v) < 1e-9:
+        return "0"
+    return np.format_float_positional(v, precision=3, unique=False, fractional=False, trim="-")
 
 
 def _table(frame: pd.DataFrame) -> str:
