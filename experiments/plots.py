@@ -34,7 +34,7 @@ def _lines(ax: plt.Axes, summary: pd.DataFrame, scale: str, metric: str) -> None
 def _reference(ax: plt.Axes, summary: pd.DataFrame, scale: str, column: str) -> None:
     """A dashed line per distinct curve of ``column`` (one if every series shares it)."""
     drawn: set = set()
-    name = column.split(".")[-1].replace("_", " ")
+    name = column.replace(".", " ").replace("_", " ")
     for variant, g in summary.groupby("variant", sort=False):
         g = g.sort_values(scale)
         key = tuple(np.round(g[f"{column}_mean"].to_numpy(), 6))
