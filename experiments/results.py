@@ -68,6 +68,36 @@ def done_rows(path: Path) -> set[tuple[int, int]]:
     return {(int(r["point"]), int(r["seed"])) for r in rows}
 
 
+class Appender:
+    """Appends rows to a results CSV as runs finish, each flushed at once: a killed sweep loses nothing finished.
+    A row with a column outside the header keeps its known columns and says so in its ``error``."""
+
+    def __init__(self, path: Path, header: list[str]) -> None:
+        self.header = header
+        new_file = not path.exists() or path.stat().st_size == 0
+        self._file = open(path, "a", newline="")  # noqa: SIM115 (closed by close(), the context manager's exit)
+        self._writer = csv.DictWriter(self._file, fieldnames=header, restval="")
+        if new_file:
+            self._writer.writeheader()
+
+    def write(self, row: dict) -> None:
+        unknown = set(row) - set(self.header)
+        if unknown:
+            row = {k: v for k, v in row.items() if k in self.header}
+            row["error"] = (row.get("error") or "") + f" (unexpected columns {sorted(unknown)})"
+        self._writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> Appender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def read_results(path: Path) -> pd.DataFrame:
     """The results table (CSV or Parquet), sorted by point and seed."""
     path = Path(path)

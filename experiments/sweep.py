@@ -14,7 +14,6 @@ as ``results.parquet`` (sorted by point and seed), summaries across seeds as ``s
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import sys
@@ -27,7 +26,7 @@ import pandas as pd
 
 from experiments import report
 from experiments.cli import ArgParser, add_set_option, build_scenario, main_guard, run_scenario
-from experiments.results import columns, done_rows, flat_metrics, read_results
+from experiments.results import Appender, columns, done_rows, flat_metrics, read_results
 from experiments.spec import DEFAULT, Point, Spec, load_spec
 from models.registry import MODELS
 from sim.scenario import ScenarioError, flatten, to_dict
@@ -114,19 +113,10 @@ def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh
         if (p.index, s) not in done
     ]
     progress = Progress(len(spec.points) * spec.seeds, len(done))
-    new_file = not results.exists() or results.stat().st_size == 0
-    with open(results, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=header, restval="")
-        if new_file:
-            writer.writeheader()
+    with Appender(results, header) as table:
 
         def write(row: dict) -> None:
-            unknown = set(row) - set(header)
-            if unknown:
-                row["error"] = (row.get("error") or "") + f" (unexpected columns {sorted(unknown)})"
-                row = {k: v for k, v in row.items() if k in header}
-            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
-            f.flush()  # a row is on disk once its point is done: a killed sweep loses nothing finished
+            table.write(row)
             progress.update()
 
         if executor == "serial" or jobs == 1:
