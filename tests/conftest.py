@@ -1,7 +1,9 @@
-"""Shared helpers: build scenarios from presets or plain dicts."""
+"""Shared helpers: build scenarios from presets or plain dicts; a run's records as arrays."""
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from experiments.cli import load_scenario
@@ -15,6 +17,12 @@ def scenario(tree: dict) -> Scenario:
 
 def preset(name: str, *sets: str) -> Scenario:
     return load_scenario(name, list(sets), [])
+
+
+def columns(records: pd.DataFrame) -> dict[str, np.ndarray]:
+    """A load test's records (``run(..., records=True)["records"]``) as one numpy array per column, the form
+    ``models.inputs.records.summarize`` takes."""
+    return {c: records[c].to_numpy() for c in records.columns}
 
 
 @pytest.fixture

@@ -98,7 +98,19 @@ def test_bench_quick_runs():
     assert r.returncode == 0, r.stderr
     figures = json.loads(r.stdout)
     assert set(figures["loadtests"]) == set(__import__("experiments.bench").bench.LOADTESTS)
-    assert figures["mmc"]["ratio"] > 0
+    mmc = figures["mmc"]
+    # the bench's quick M/M/c run (experiments/bench.py: horizon 2,000 s, no warm-up, no drain, seed 0) served
+    # exactly the customers the same scenario run here serves, and its ratio is of the two rates it reports
+    import math
+
+    from experiments.cli import load_scenario
+    from models.inputs import loadtest
+
+    same = loadtest.run(load_scenario("mmc", ["duration_s=2000", "warmup_s=0", "drain_s=0"], []), seed=0)
+    assert mmc["customers"] == same["calls_issued"] > 0
+    assert math.isfinite(mmc["ratio"]) and mmc["ratio"] > 0
+    rates = mmc["model_customers_per_wall_s"] / mmc["heapq_customers_per_wall_s"]
+    assert mmc["ratio"] == pytest.approx(rates, abs=1e-3)  # both rates are rounded to integers, the ratio to 0.001
 
 
 def test_calibration_fit_quick_writes_a_parameter_file_that_run_accepts(tmp_path, capsys):

@@ -1,4 +1,11 @@
-"""Container start (domain.md §3): the fitted presets, phase accounting, the restore formula, the lifecycle."""
+"""Container start (domain.md §3): the fitted presets, phase accounting, the restore formula, the lifecycle.
+
+The presets' checks against the blog are in sample: every outcome figure of domain.md §3 (torch ~5 s lazy, p50
+1.05 s and p0 0.69 s restored; Stable Diffusion ~13 s → 3.5 s; GPT-2 2.5× faster) is a target of
+``calibration.fit coldstart`` (the blog's general "restore is about 2.5× faster" is the ratio the fit uses for
+GPT-2), and the section's other figures (bandwidths, cache speed-ups, CPU stalls) are the model's inputs. So §3
+leaves no measured outcome for an out-of-sample check.
+"""
 
 from __future__ import annotations
 
@@ -21,12 +28,14 @@ def mean_over_seeds(name: str, mode: str, key: str) -> float:
 
 
 @pytest.mark.parametrize("key, want", list(COLDSTART_REFERENCE.items()))
-def test_presets_within_15_percent_of_the_blog(key, want):
+def test_in_sample_presets_within_15_percent_of_the_blog(key, want):
+    # the fit's own targets (calibration/fit.py COLDSTART_REFERENCE): checks the fit still holds
     program, mode, metric = key
     assert mean_over_seeds(f"coldstart-{program}", mode, metric) == pytest.approx(want, rel=0.15)
 
 
-def test_gpt2_is_about_two_and_a_half_times_faster_with_snapshots():
+def test_in_sample_gpt2_is_about_two_and_a_half_times_faster_with_snapshots():
+    # a fit target too (calibration/fit.py COLDSTART_RATIO)
     program, want = COLDSTART_RATIO
     lazy = mean_over_seeds(f"coldstart-{program}", "lazy", "cold_start_mean_s")
     snap = mean_over_seeds(f"coldstart-{program}", "snapshot", "cold_start_p50_s")
@@ -112,7 +121,14 @@ def test_a_load_test_takes_its_cold_starts_from_a_program():
     lazy = run_scenario(preset("loadtest-spawn", *base, "autoscaler.program_mode=lazy"))
     snap = run_scenario(preset("loadtest-spawn", *base, "autoscaler.program_mode=snapshot"))
     plain = run_scenario(preset("loadtest-spawn", "duration_s=30"))
-    assert lazy["first_n_back_s"] != plain["first_n_back_s"]
+    # The autoscaler launches containers on its own clock, whether or not earlier ones are ready, so slower starts
+    # delay every container, the last one the first calls need included, by about the difference in mean start:
+    # the program's (its own preset run alone) minus the plain lognormal's. ±50%: the load test's few starts land
+    # mostly on workers that never ran the program (colder than the preset's mean over 400 starts), and one seed
+    # decides which container is the last one needed.
+    program_mean = starts("coldstart-torch", "coldstart.mode=lazy")["cold_start_mean_s"]
+    slower = program_mean - preset("loadtest-spawn").autoscaler.cold_start.mean
+    assert lazy["first_n_back_s"] - plain["first_n_back_s"] == pytest.approx(slower, rel=0.5)
     assert snap["added_latency_p90_s"] < lazy["added_latency_p90_s"]
 
 

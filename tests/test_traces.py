@@ -1,30 +1,18 @@
-"""Exact event traces on tiny deterministic scenarios."""
+"""Exact event traces on tiny deterministic scenarios, read from the run's own records (``records=True``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from models.inputs import loadtest
-from models.inputs.records import CallLog
-from tests.conftest import scenario
+from models.inputs.records import ERROR_KINDS
+from tests.conftest import columns, scenario
 
 
 def trace(tree: dict) -> tuple[dict, dict]:
     """Run and return (metrics, record arrays)."""
-    captured = {}
-    orig = CallLog.arrays
-
-    def spy(self):
-        out = orig(self)
-        captured.update(out)
-        return out
-
-    CallLog.arrays = spy
-    try:
-        m = loadtest.run(scenario(tree), seed=0)
-    finally:
-        CallLog.arrays = orig
-    return m, captured
+    m = loadtest.run(scenario(tree), seed=0, records=True)
+    return m, columns(m["records"])
 
 
 def test_closed_loop_on_a_warm_container(tiny):
@@ -96,3 +84,42 @@ def test_batching_chunk_is_its_slowest_item(tiny):
     assert a["items"][:3].tolist() == [4, 4, 2]
     np.testing.assert_allclose(a["finished"][:3] - a["started"][:3], a["work"][:3])
     assert m["calls"] == int(a["items"][(a["finished"] < 5.0) & (a["kind"] == "")].sum())
+
+
+def test_errors_count_failures_back_in_the_window_like_calls(tiny):
+    # Every chunk fails (item_failure_prob 1). Rounds of 3 items (chunks of 2 and 1), work 2 s: rounds go out at 0,
+    # 2 and 4 s and fail at 2, 4 and 6 s. The window [2.5, 5) holds only the failures at 4 s: errors counts those
+    # 3 calls (as calls counts successes back in the window); errors_total counts all 9 of the run.
+    tiny["approach"] = "batching"
+    tiny["warmup_s"] = 2.5
+    tiny["batching"] = {"round_items": 3, "chunk_items": 2, "item_failure_prob": 1.0}
+    tiny["function"] = {"containers": 1, "max_inputs": 10}
+    m, a = trace(tiny)
+    assert a["finished"].tolist() == [2, 2, 4, 4, 6, 6]
+    assert m["calls"] == 0
+    assert m["errors"] == 3 and m["errors_by_kind"] == {"item_failed": 3}
+    assert m["errors_total"] == 9
+
+
+def test_error_kinds_are_exactly_the_kinds_the_model_produces(tiny):
+    # One tiny scenario per way an input can fail; together they must produce every kind in ERROR_KINDS and no other.
+    limited = {"sync_accept_burst": 2.0}
+    queue_full = {"sync_pending_cap": 1, "sync_accept_burst": 10.0}
+    cases = [
+        {"limits": limited, "function": {"containers": 1, "max_inputs": 10}},  # rate_limited
+        {"limits": queue_full, "function": {"containers": 1, "max_inputs": 1}},  # queue_full
+        {"approach": "server", "autoscaler": {"cold_start": "constant(3)"}},  # http_503: no container ready yet
+        {  # http_429: once the container is ready, retried requests find it at max_concurrency
+            "approach": "server",
+            "server": {"max_concurrency": 1},
+            "clients": {"count": 1, "in_flight": 3, "retry": "backoff"},
+        },
+        {"approach": "batching", "batching": {"round_items": 3, "chunk_items": 2, "item_failure_prob": 1.0}},
+    ]
+    produced: set[str] = set()
+    for case in cases:
+        m, a = trace({**tiny, **case})
+        kinds = set(a["kind"][a["kind"] != ""]) | set(m["rejections_by_kind"])  # failed calls, rejected attempts
+        assert kinds, f"nothing failed or was rejected in {case}"
+        produced |= kinds
+    assert produced == set(ERROR_KINDS)

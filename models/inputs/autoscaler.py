@@ -4,11 +4,10 @@ Every ``interval_s`` (at a random phase) the autoscaler compares the containers 
 the number its owner wants (a Function: inputs in the system ÷ target_inputs; an HTTP server: recent
 concurrency ÷ target_concurrency), plus ``buffer_containers``, within [min_containers, max_containers]. It adds
 at most ``scaleup_step`` containers per decision; each becomes ready after a cold start drawn from
-``cold_start``. A container idle for longer than ``scaledown_window_s`` is removed at the next decision while the
-pool is above what is wanted.
+``cold_start`` (or, with ``program``, from the container-start model of models/coldstart.py). A container idle
+for longer than ``scaledown_window_s`` is removed at the next decision while the pool is above what is wanted.
 
-Left out: the early shrink of a well over-provisioned pool, placement on workers (§2) and the phases of a cold
-start (§3: models/coldstart, later).
+Left out: the early shrink of a well over-provisioned pool and placement on workers (§2).
 """
 
 from __future__ import annotations
@@ -29,13 +28,13 @@ class AutoscalerParams:
     interval_s: float = param(
         4.71,
         gt=0,
-        source="assumption, fitted to the reference load test (calibration/fit.py)",
+        source="undocumented; fitted to the reference load test (calibration/fit.py)",
         doc="time between scaling decisions",
     )
     scaleup_step: int = param(
         1,
         ge=1,
-        source="assumption, fitted to the reference load test (calibration/fit.py)",
+        source="undocumented; chosen by the fit to the reference load test from 1 or 2 (calibration/fit.py)",
         doc="most containers added per decision per Function",
     )
     cold_start: Dist = param(
@@ -96,10 +95,8 @@ class ContainerPool:
                 program = load_program(params.program, params.program_mode)
             except ScenarioError as e:
                 raise ScenarioError(f"autoscaler.program: {e}") from None
-            self.starter = Starter(program, streams, f"coldstart/{name}")
-            self._cold_start = self.starter.sampler(lambda: sim.now)
+            self._cold_start = Starter(program, streams, f"coldstart/{name}").sampler(lambda: sim.now)
         else:
-            self.starter = None
             self._cold_start = params.cold_start.sampler(streams.get(f"cold_start/{name}"))
         # The autoscaler's loop runs on its own clock: the first decision falls at a random point of an interval.
         self._phase = float(streams.get(f"autoscaler/{name}").uniform(0.0, params.interval_s))

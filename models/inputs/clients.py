@@ -67,13 +67,10 @@ class Load:
         self.streams = streams
         self.work = sc.work.sampler(streams.get("work"))
         self._jitter = streams.get("backoff")
-        self.outstanding = 0
-        self.issued = 0  # calls (items) issued
-        self.completed = 0
-        self.failed = 0
+        self.outstanding = 0  # inputs issued and not yet back: the run ends when none are, after the duration
         self.rejections: dict[str, int] = {}  # every rejected attempt, retried or not, by kind
-        self.lost: dict[str, float] = {}  # call-seconds lost to rejections, by kind (models/monitor.py)
-        self._kinds, self._finished, self._items = log.kind, log.finished, log.items  # hot-path aliases
+        self.lost: dict[str, float] = {}  # call-seconds lost to rejections, by kind (models/inputs/monitor.py)
+        self._kinds, self._finished = log.kind, log.finished  # hot-path aliases
         self._pooled = http and cp.connection_limit > 0  # the client's HTTP connection pool binds
         self._conns = [0] * cp.count
         self._conn_wait: list[deque[int]] = [deque() for _ in range(cp.count)]
@@ -95,7 +92,6 @@ class Load:
         if fails:
             log.kind[call] = "item_failed"  # runs to the end, then reports the failure
         self.outstanding += 1
-        self.issued += items
         self._send(call)
         return call
 
@@ -139,7 +135,6 @@ class Load:
             self._failed(call, self._kinds[call])
             return
         self._finished[call] = self.env._now
-        self.completed += self._items.get(call, 1) if self._items else 1
         self.outstanding -= 1
         if self.returned is not None:
             self.returned(call)
@@ -150,7 +145,6 @@ class Load:
         log = self.log
         log.finished[call] = self.env._now
         log.kind[call] = kind
-        self.failed += log.items.get(call, 1)
         self.outstanding -= 1
         if self.returned is not None:
             self.returned(call)
@@ -213,7 +207,6 @@ class OpenLoop(Load):
         now = self.env._now
         call = self._new(0, now, self.work())
         self.outstanding += 1
-        self.issued += 1
         kind = self._target.submit(call, self.style)
         if kind is not None:
             self._rejected(call, kind)

@@ -7,7 +7,8 @@ limits, both per Function:
   for synchronous calls, on inputs in the system (pending + running). Past a limit the call is rejected with a
   kind: ``rate_limited`` or ``queue_full``.
 - start: a token bucket of inputs started per second per Function. Modal does not document it ("spawned inputs
-  start more slowly than they are accepted"); its rate and burst are calibration parameters.
+  start more slowly than they are accepted"); its rate is fitted to the reference load test (calibration/fit.py),
+  its burst is an assumption.
 - containers run up to ``max_inputs`` inputs at once (``@modal.concurrent``); inputs go to a container below
   ``target_inputs`` first and burst up to ``max_inputs`` only when every container is at its target. The
   autoscaler (models/inputs/autoscaler.py) sizes the pool to inputs in the system ÷ target_inputs.
@@ -60,7 +61,10 @@ class LimitParams:
         doc="inputs started per second per Function",
     )
     start_burst: float = param(
-        500.0, ge=1, source="undocumented; assumption, fitted to the reference load test (calibration/fit.py)"
+        500.0,
+        ge=1,
+        source="undocumented; assumption, not fitted (calibration/fit.py fits start_rate, autoscaler.interval_s, "
+        "the cold-start median and scaleup_step only)",
     )
 
 
@@ -99,8 +103,6 @@ class Function:
     ) -> None:
         self.sim = sim
         self.env = sim.env
-        self.fp = fp
-        self.log = log
         self.on_done = on_done
         # bound once: the per-input path below reads these millions of times
         self._call_at = sim.call_at

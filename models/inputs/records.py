@@ -87,50 +87,73 @@ class Window:
 
 
 def summarize(a: dict[str, np.ndarray], window: Window) -> dict:
-    """The call metrics of interfaces.md from the records of one run (``CallLog.arrays()``)."""
-    ok = a["ok"]
-    done = ~np.isnan(a["finished"])
-    in_window = done & (a["finished"] >= window.start) & (a["finished"] < window.end)
-    issued_in_window = (a["issued"] >= window.start) & (a["issued"] < window.end)
+    """The call metrics of interfaces.md from the records of one run (``CallLog.arrays()``).
 
-    calls = int(a["items"][ok & in_window].sum())
+    Units. A *call* is one item: a batched chunk is one *input* that carries ``items`` calls; for every other approach
+    an input is one call. Metrics named ``calls*`` and ``errors*`` count calls; ``inputs*`` count inputs; the added
+    latency percentiles, ``response_mean_s`` and the waits are per input (a chunk's own work is its slowest item).
+
+    Window [start, end). ``calls`` and ``errors`` (and ``errors_by_kind``) count calls back in the window, by success
+    or failure; ``errors_total`` counts every failed call of the run, before, in and after the window. Latencies and
+    waits are those of inputs issued (first attempt) in the window. Little's law, L = λW, in either unit:
+    ``*_in_flight_mean`` (L: issued and not yet back, success or failure, time-averaged over the window),
+    ``*_issued_per_s`` (λ: first attempts in the window) and ``*_time_in_system_mean_s`` (W: back − first attempt,
+    success or failure, over the inputs issued in the window that are back; a calls-weighted mean for ``calls_``).
+    Whole run: ``retries``, ``inputs``, ``calls_issued``, ``calls_completed``, ``calls_in_flight`` (never back).
+    """
+    ok = a["ok"]
+    items = a["items"]
+    issued, finished = a["issued"], a["finished"]
+    done = ~np.isnan(finished)
+    in_window = done & (finished >= window.start) & (finished < window.end)
+    issued_in_window = (issued >= window.start) & (issued < window.end)
+    span = window.end - window.start
+
+    calls = int(items[ok & in_window].sum())
     initial = a["initial"]
-    first_back = float(a["finished"][initial].max()) if initial.any() and done[initial].all() else NAN
+    first_back = float(finished[initial].max()) if initial.any() and done[initial].all() else NAN
 
     served = ok & done & issued_in_window
-    response = a["finished"][served] - a["issued"][served]
+    response = finished[served] - issued[served]
     added = response - a["work"][served]
     started = ~np.isnan(a["started"]) & issued_in_window
-    waits = a["started"][started] - a["issued"][started]  # in issue order: rows are created as calls are issued
+    waits = a["started"][started] - issued[started]  # in issue order: rows are created as calls are issued
 
-    # calls in flight (issued, not yet back), time-averaged over the window: Little's L
-    span = window.end - window.start
-    back = np.where(done, a["finished"], np.inf)
-    overlap = np.minimum(back, window.end) - np.maximum(a["issued"], window.start)
-    in_flight_mean = float(np.sum(overlap[overlap > 0])) / span
+    # Little's law over the window, per input and per call (an input weighs its items)
+    back = np.where(done, finished, np.inf)
+    overlap = np.maximum(np.minimum(back, window.end) - np.maximum(issued, window.start), 0.0)
+    returned = issued_in_window & done
+    in_system = finished[returned] - issued[returned]
+    weights = items[returned]
 
     failed = done & ~ok
+    failed_in_window = failed & in_window
     errors_by_kind: dict[str, int] = {}
-    for kind, items in zip(a["kind"][failed], a["items"][failed], strict=True):
-        errors_by_kind[kind] = errors_by_kind.get(kind, 0) + int(items)
+    for kind, n in zip(a["kind"][failed_in_window], items[failed_in_window], strict=True):
+        errors_by_kind[kind] = errors_by_kind.get(kind, 0) + int(n)
 
     return {
         "calls": calls,
         "calls_per_s": calls / span,
         "first_n_back_s": finite(first_back),
         **percentiles(added, "added_latency"),
-        "errors": int(a["items"][failed].sum()),
+        "errors": int(items[failed_in_window].sum()),
         "errors_by_kind": dict(sorted(errors_by_kind.items())),
+        "errors_total": int(items[failed].sum()),
         "retries": int((a["attempts"] - 1).sum()),
-        "response_mean_s": finite(float(np.mean(a["finished"][served] - a["issued"][served])))
-        if served.any()
+        "response_mean_s": finite(float(np.mean(response))) if served.any() else None,
+        "calls_in_flight_mean": float(np.dot(overlap, items)) / span,
+        "calls_issued_per_s": float(items[issued_in_window].sum()) / span,
+        "calls_time_in_system_mean_s": finite(float(np.dot(in_system, weights) / weights.sum()))
+        if returned.any()
         else None,
-        "issued_per_s": float(a["items"][issued_in_window].sum()) / span,
-        "in_flight_mean": in_flight_mean,
+        "inputs_in_flight_mean": float(overlap.sum()) / span,
+        "inputs_issued_per_s": float(issued_in_window.sum()) / span,
+        "inputs_time_in_system_mean_s": finite(float(in_system.mean())) if returned.any() else None,
         "wait_mean_s": finite(float(waits.mean())) if len(waits) else None,
         "wait_mean_ci95_s": finite(batch_means_ci95(waits)),
-        "inputs": len(a["issued"]),
-        "calls_issued": int(a["items"].sum()),
-        "calls_completed": int(a["items"][ok & done].sum()),
-        "calls_in_flight": int(a["items"][~done].sum()),
+        "inputs": len(issued),
+        "calls_issued": int(items.sum()),
+        "calls_completed": int(items[ok & done].sum()),
+        "calls_in_flight": int(items[~done].sum()),
     }
