@@ -7,8 +7,23 @@ control plane, chosen by ``control_plane`` (models/sandboxes/planes/):
 - ``modal-v1``: creates queued and assigned through one central Postgres;
 - ``kubernetes``: API server, etcd, a serial scheduling cycle, kubelets.
 Metrics (interfaces.md, "Sandbox creation"): created, makespan, rate, schedule latency, time to interactive,
-rejections, retries, per-resource utilization and the bottleneck (the resource with the highest utilization), and
-a time series of sandboxes created per second and running.
+rejections, retries, per-resource utilization and the bottleneck, and a time series of sandboxes created per second
+and running.
+
+The span of a run, over which rates and utilizations are taken: from the first create request until the last
+sandbox is running, or until the end of the run (``horizon_s``) when not all are created. ``creation_rate_per_s`` is
+sandboxes created ÷ span. ``utilization`` maps each resource to its busy fraction over the span, in [0, 1]: the
+server-seconds of service that fall inside the span ÷ (servers × span). Each resource's busy time is read at the
+span's start and at its end (``Meter``, models/sandboxes/fleet.py), so service booked for after the span, or done
+before it, does not count. The resources are the control plane's own (models/sandboxes/planes/), the workers' rtnl
+locks, and the benchmark client; the client and the rate limits are token buckets, read as the requests they let
+through in the span over the most they can (burst + rate × span). ``bottleneck`` is the most utilized resource if it
+is limiting, that is busy at least ``LIMITING`` of the span, else ``"none"`` (the load itself sets the pace). A short
+burst's span is mostly the start path's tail (about a second), so there every resource looks less busy than it was
+while the creates went through. Fill levels and offered loads are not busy fractions and are reported on their own:
+``worker_slots_filled`` (the most slots in use over the fleet at once ÷ all slots), ``worker_slots_in_use_max`` (the
+most slots in use on one worker at once, never above its slots), and the planes' own figures (``extra_metrics``, e.g.
+``stream_offered_load`` of a v2 Redis stream, which may exceed 1).
 """
 
 from __future__ import annotations
@@ -20,7 +35,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from models.sandboxes.fleet import BenchmarkClientParams, Fleet, FleetParams, SandboxParams
+from models.sandboxes.fleet import BenchmarkClientParams, Fleet, FleetParams, Meter, SandboxParams
 from models.sandboxes.planes import PLANES, ControlPlane
 from sim.engine import Sim
 from sim.model import Figure, Model, TimeSeries
@@ -29,6 +44,10 @@ from sim.scenario import param, section, with_sections
 from sim.stats import NAN, percentiles
 
 PlaneName = Literal[tuple(PLANES)]
+
+# assumption: a resource busy at least 80% of the span sets the pace (an FCFS queue's wait is already several
+# service times there: 4 for M/M/1); below that no resource is named and the load itself limits the run
+LIMITING = 0.8
 
 
 @dataclass(frozen=True)
@@ -65,6 +84,23 @@ class Creation:
         self._tokens = 0.0
         self.cp: ControlPlane | None = None
         self.fleet: Fleet | None = None
+        self.meters: dict[str, Meter] = {}
+        # (time, busy time of each resource) at the start and the end of the span (module docstring)
+        self.span_start: tuple[float, dict[str, float]] | None = None
+        self.span_end: tuple[float, dict[str, float]] | None = None
+
+    def reading(self) -> tuple[float, dict[str, float]]:
+        """Now, and the busy time so far of every resource."""
+        return self.sim.env._now, {k: m.busy_by_now() for k, m in self.meters.items()}
+
+    # the client as a Meter: a token bucket holding one tick's refill (at least one token) refilled at its rate, so
+    # each create issued is 1/rate of its time and a span of t seconds holds at most burst/rate + t
+    def busy_by_now(self) -> float:
+        return self.issued / self.sc.client.rate
+
+    def capacity(self, span: float) -> float:
+        c = self.sc.client
+        return max(1.0, c.rate * c.tick_s) / c.rate + span
 
     def start(self) -> None:
         self.sim.call_in(0.0, self._tick)
@@ -74,6 +110,8 @@ class Creation:
         self._tokens = min(self._tokens + c.rate * c.tick_s, max(1.0, c.rate * c.tick_s))
         n = min(int(self._tokens), c.concurrency - self.outstanding, self.sc.sandboxes.count - self.issued)
         now = self.sim.env._now
+        if n > 0 and self.span_start is None:
+            self.span_start = self.reading()
         for _ in range(max(0, n)):
             sb = self.issued
             self.issued += 1
@@ -99,8 +137,10 @@ class Creation:
         self.created += 1
         if self.sc.sandboxes.lifetime_s > 0:
             self.sim.call_in(self.sc.sandboxes.lifetime_s, self._finished, (sandbox, worker))
-        if self.created == self.sc.sandboxes.count and self.sc.sandboxes.lifetime_s == 0:
-            self.sim.stop()
+        if self.created == self.sc.sandboxes.count:
+            self.span_end = self.reading()
+            if self.sc.sandboxes.lifetime_s == 0:
+                self.sim.stop()
 
     def _finished(self, arg: tuple[int, int]) -> None:
         sandbox, worker = arg
@@ -119,8 +159,11 @@ def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None, records:
     fleet = Fleet(sim, sc.fleet, sc.sandboxes, streams, creation.on_running)
     cp = PLANES[sc.control_plane](sim, sc, streams, fleet, creation)
     creation.cp, creation.fleet = cp, fleet
+    creation.meters = {**cp.resources(), "rtnl_lock": fleet.locks, "client": creation}
     creation.start()
     sim.run(until=sc.horizon_s)
+    if creation.span_end is None:  # not all created: the span ends with the run
+        creation.span_end = creation.reading()
     metrics = summarize(creation, sc, cp, fleet, series)
     metrics["events"] = sim.events
     metrics["sim_time_s"] = sim.now
@@ -132,6 +175,18 @@ def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None, records:
     return metrics
 
 
+def utilization(creation: Creation) -> tuple[float, dict[str, float]]:
+    """The span in seconds and each resource's busy fraction over it (module docstring)."""
+    if creation.span_start is None:  # nothing was issued before the run ended
+        return 0.0, dict.fromkeys(creation.meters, 0.0)
+    t0, busy0 = creation.span_start
+    t1, busy1 = creation.span_end
+    span = t1 - t0
+    if span <= 0:
+        return 0.0, dict.fromkeys(creation.meters, 0.0)
+    return span, {k: (busy1[k] - busy0[k]) / m.capacity(span) for k, m in creation.meters.items()}
+
+
 def summarize(creation: Creation, sc: SandboxScenario, cp: ControlPlane, fleet: Fleet, series: dict | None) -> dict:
     req = np.asarray(creation.requested)
     placed = np.asarray(creation.placed)
@@ -140,15 +195,13 @@ def summarize(creation: Creation, sc: SandboxScenario, cp: ControlPlane, fleet: 
     first = float(np.nanmin(req)) if (~np.isnan(req)).any() else 0.0
     last = float(running[done].max()) if done.any() else float("nan")
     makespan = last - first if done.any() else float("nan")
-    span = makespan if done.any() and makespan > 0 else max(creation.sim.now - first, 1e-9)
     created = int(done.sum())
     schedule = (placed - req)[~np.isnan(placed)]
     tti = (running - req)[done]
-    util = cp.utilization(span)
-    util["client"] = min(1.0, creation.issued / (sc.client.rate * span)) if span > 0 else 0.0
-    util["worker_slots"] = fleet.accepted / (fleet.slots * sc.fleet.workers)
-    util["rtnl_lock"] = fleet.lock_busy / (sc.fleet.workers * span)
-    bottleneck = max(util.items(), key=lambda kv: kv[1])[0]
+    span, util = utilization(creation)
+    util = {k: round(v, 6) for k, v in sorted(util.items())}  # rounding also drops float residue below 1e-6
+    top = max(util, key=util.__getitem__)
+    bottleneck = top if util[top] >= LIMITING else "none"
     if series is not None:
         t = np.arange(0.0, (last if done.any() else creation.sim.now) + 1.0, 1.0)
         created_by = np.searchsorted(np.sort(running[done]), t, side="right")
@@ -158,13 +211,15 @@ def summarize(creation: Creation, sc: SandboxScenario, cp: ControlPlane, fleet: 
         "sandboxes_issued": creation.issued,
         "sandboxes_created": created,
         "creation_makespan_s": makespan if done.any() else None,
-        "creation_rate_per_s": created / span if created else 0.0,
+        "creation_rate_per_s": created / span if created and span > 0 else 0.0,
         **percentiles(schedule, "schedule_latency", (50, 99)),
         **percentiles(tti, "tti"),
         "rejections": cp.rejections,
         "retries": cp.retries,
-        "utilization": {k: round(v, 6) for k, v in sorted(util.items())},
+        "utilization": util,
         "bottleneck": bottleneck,
+        "worker_slots_filled": fleet.in_use_peak / (fleet.slots * sc.fleet.workers),
+        "worker_slots_in_use_max": fleet.in_use_max,
         **cp.extra_metrics(),
     }
 
@@ -202,6 +257,7 @@ MODEL = Model(
         "retries",
         "utilization",
         "bottleneck",
+        "worker_slots_filled",
     ),
     label=lambda sc: f"control plane {sc.control_plane}",
     probe={"sandboxes.count": 10, "fleet.workers": 10},

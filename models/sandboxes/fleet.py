@@ -12,7 +12,13 @@ taken in arrival order (the lock that made starts take tens of seconds when many
 once, until Modal changed container networking), then the rest of the start.
 
 Servers: a FCFS queue in front of c identical servers (a scheduler's threads, Postgres connections, etcd), computed
-at arrival in O(log c): what a request waits and when it is done, without a process per request.
+at arrival in O(log c): what a request waits and when it is done, without a process per request. A request is booked
+when it arrives (now); one that reaches the servers a constant latency after it is sent is booked when sent and its
+answer delayed by that latency: the same order and times, read that constant early on the servers' own clock.
+
+Busy time (``Meter``): each resource reports how long it has been busy up to now (``busy_by_now``, in server-seconds)
+and the most it can be busy in a span (``capacity``), so a run takes its busy fraction over one span as the
+difference of two readings over the capacity (models/sandboxes/creation.py).
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
 
 from sim.dists import Dist, LogNormal
 from sim.engine import Sim
@@ -63,31 +72,106 @@ class FleetParams:
     start: Dist = param(LogNormal(0.3, 0.4), source="assumption: the rest of the start, after networking")
 
 
-class Servers:
-    """c FCFS servers; ``done_at(now, service)`` admits a request arriving now and returns when it is done."""
+class Meter(Protocol):
+    """A resource whose busy time can be read: servers, threads, connections, locks, rate limits."""
 
-    def __init__(self, c: int) -> None:
+    def busy_by_now(self) -> float:
+        """Server-seconds of service that lie before now (booked service still to come is not counted)."""
+        ...
+
+    def capacity(self, span: float) -> float:
+        """The most server-seconds the resource can be busy in a span of ``span`` seconds."""
+        ...
+
+
+class Servers:
+    """c FCFS servers; ``done_at(service)`` admits a request arriving now and returns when it is done."""
+
+    def __init__(self, sim: Sim, c: int) -> None:
+        self.sim = sim
         self.c = c
         self._free = [0.0] * c  # a heap of the times each server becomes free
-        self.busy = 0.0  # server-seconds of service
+        self.busy = 0.0  # server-seconds of service booked, including service still to come
 
-    def done_at(self, now: float, service: float) -> float:
+    def done_at(self, service: float) -> float:
+        now = self.sim.env._now
         start = max(now, self._free[0])
         end = start + service
         heapq.heapreplace(self._free, end)
         self.busy += service
         return end
 
-    def occupy(self, now: float, until: Callable[[float], float]) -> float:
-        """Admit a request arriving now that holds its server until ``until(start)``; return that end."""
-        start = max(now, self._free[0])
-        end = until(start)
-        heapq.heapreplace(self._free, end)
-        self.busy += end - start
-        return end
+    def busy_by_now(self) -> float:
+        # Every request was booked at its arrival, at or before now; on each server, those whose service ends after
+        # now follow one another without a gap (each waited for the one before), so the service still to come on a
+        # server is exactly its free time minus now.
+        now = self.sim.env._now
+        return self.busy - sum(f - now for f in self._free if f > now)
 
-    def utilization(self, span: float) -> float:
-        return self.busy / (self.c * span) if span > 0 else 0.0
+    def capacity(self, span: float) -> float:
+        return self.c * span
+
+
+class Server:
+    """One FCFS server: Servers with c = 1 without the heap (the scheduling cycle, a stream, a store)."""
+
+    c = 1
+
+    def __init__(self, sim: Sim) -> None:
+        self.sim = sim
+        self.free = 0.0  # when the server is next free
+        self.busy = 0.0
+
+    def done_at(self, service: float) -> float:
+        now = self.sim.env._now
+        self.free = (self.free if self.free > now else now) + service
+        self.busy += service
+        return self.free
+
+    def busy_by_now(self) -> float:
+        return self.busy - max(0.0, self.free - self.sim.env._now)  # as Servers: the service to come is one block
+
+    def capacity(self, span: float) -> float:
+        return span
+
+
+class Group:
+    """Several pools of servers read as one resource (e.g. a fleet of scheduler servers, each with its threads)."""
+
+    def __init__(self, members: list[Servers]) -> None:
+        self.members = members
+        self.c = sum(m.c for m in members)
+
+    def busy_by_now(self) -> float:
+        return sum(m.busy_by_now() for m in self.members)
+
+    def capacity(self, span: float) -> float:
+        return self.c * span
+
+
+class Locks:
+    """One lock per worker (the rtnl lock), each taken in arrival order."""
+
+    def __init__(self, sim: Sim, workers: int) -> None:
+        self.sim = sim
+        self.c = workers
+        self.free = [0.0] * workers  # when each worker's lock is next free
+        self.busy = 0.0
+
+    def hold(self, worker: int, hold: float) -> float:
+        """Take ``worker``'s lock for ``hold`` seconds, as soon as it is free; return when it is released."""
+        begin = max(self.sim.env._now, self.free[worker])
+        self.free[worker] = begin + hold
+        self.busy += hold
+        return begin + hold
+
+    def busy_by_now(self) -> float:
+        # as for Servers: holds taken at or before now that end after now are back to back on their worker
+        ahead = np.asarray(self.free) - self.sim.env._now
+        return self.busy - float(ahead[ahead > 0].sum())
+
+    def capacity(self, span: float) -> float:
+        return self.c * span
 
 
 class Fleet:
@@ -100,18 +184,26 @@ class Fleet:
         self.fp = fp
         self.slots = max(1, math.floor(fp.worker_cpu / sp.cpu))
         self.used = [0] * fp.workers  # true slots in use: the worker is its own source of truth
-        self.lock_free = [0.0] * fp.workers  # when each worker's rtnl lock is next free
-        self.lock_busy = 0.0
+        self.locks = Locks(sim, fp.workers)
         self.on_running = on_running
         self._create = fp.container_create.sampler(streams.get("container_create"))
         self._start = fp.start.sampler(streams.get("sandbox_start"))
         self.accepted = 0
+        self.in_use = 0  # slots in use over the whole fleet
+        self.in_use_peak = 0  # the most slots in use over the whole fleet at once
+        self.in_use_max = 0  # the most slots in use on one worker at once (never above ``slots``)
 
     def try_accept(self, worker: int) -> bool:
         """The worker's own check: accept if it has a free slot."""
-        if self.used[worker] < self.slots:
-            self.used[worker] += 1
+        n = self.used[worker]
+        if n < self.slots:
+            self.used[worker] = n + 1
             self.accepted += 1
+            self.in_use += 1
+            if self.in_use > self.in_use_peak:
+                self.in_use_peak = self.in_use
+            if n + 1 > self.in_use_max:
+                self.in_use_max = n + 1
             return True
         return False
 
@@ -120,16 +212,12 @@ class Fleet:
         self.sim.call_in(self.fp.rpc_s + self._create(), self._network, (sandbox, worker))
 
     def _network(self, arg: tuple[int, int]) -> None:
-        worker = arg[1]
-        now = self.sim.env._now
-        hold = self.fp.rtnl_hold_s
-        begin = max(now, self.lock_free[worker])
-        self.lock_free[worker] = begin + hold
-        self.lock_busy += hold
-        self.sim.call_in(begin + hold - now + self._start(), self._running, arg)
+        released = self.locks.hold(arg[1], self.fp.rtnl_hold_s)
+        self.sim.call_in(released - self.sim.env._now + self._start(), self._running, arg)
 
     def _running(self, arg: tuple[int, int]) -> None:
         self.on_running(*arg)
 
     def release(self, worker: int) -> None:
         self.used[worker] -= 1
+        self.in_use -= 1

@@ -2,7 +2,8 @@
 
 A control plane takes create requests from the benchmark client (``submit``), places each sandbox on a worker of the
 fleet and tells the client when the create call returns (``Creation.placed_on`` or ``Creation.returned``); it
-reports the busy fraction of its own resources (``utilization``) and any figures of its own (``extra_metrics``).
+names its own resources (``resources``: each a ``Meter`` whose busy time the run reads at the start and the end of
+its span, models/sandboxes/creation.py) and any figures of its own (``extra_metrics``).
 Adding one: a module in this package (a subclass of ``ControlPlane`` with its ``name``, its scenario ``section`` and
 that section's ``Params``) and its line in ``PLANES`` (models/sandboxes/planes/__init__.py).
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from models.sandboxes.fleet import Fleet
+from models.sandboxes.fleet import Fleet, Meter
 from sim.engine import Sim
 from sim.rng import Streams
 
@@ -31,7 +32,7 @@ class ControlPlane:
         self.creation = creation
         self.hop = sc.client.rtt_s / 2  # one network hop: half the client's round trip
         self.rejections = 0  # placements refused (by a worker, or a conflicting commit)
-        self.retries = 0  # create attempts made again
+        self.retries = 0  # create attempts made again (each plane says which rejections, and what else, cause one)
 
     def submit(self, sandbox: int) -> None:
         """A create request leaves the client now."""
@@ -40,8 +41,8 @@ class ControlPlane:
     def finished(self, sandbox: int) -> None:
         """A sandbox ended (``sandboxes.lifetime_s`` > 0); its worker slot is already free."""
 
-    def utilization(self, span: float) -> dict[str, float]:
-        """Busy fraction in [0, 1] of each of the plane's resources over ``span`` seconds."""
+    def resources(self) -> dict[str, Meter]:
+        """The plane's resources by name; the run reports each one's busy fraction over its span."""
         raise NotImplementedError
 
     def extra_metrics(self) -> dict:

@@ -3,9 +3,11 @@
 A create is queued by a write to Postgres; one of ``schedulers`` optimistic schedulers claims it and commits the
 assignment to a worker in another transaction; with several schedulers claiming from the same queue head, a commit
 conflicts with probability (schedulers − 1) / (schedulers − 1 + hot_rows) and is retried (Omega-style optimistic
-concurrency; hot-row contention, domain.md §2); the worker starts the sandbox and its status is written. So
-``writes_per_sandbox`` transactions (plus retries) of one unsharded Postgres are on the critical path: ``connections``
-FCFS servers at ``tps`` transactions per second in all, each with ``latency_s`` of round trip. A finished sandbox
+concurrency; hot-row contention, domain.md §2; counted as a rejection and a retry); the worker starts the sandbox
+and its status is written. So ``writes_per_sandbox`` transactions (plus retries) of one unsharded Postgres are on the
+critical path: ``connections`` FCFS servers at ``tps`` transactions per second in all, each with ``latency_s`` of
+round trip. A scheduler reads exact state from the database, so no worker refuses a placement; when both workers it
+sampled are full it claims again (a retry and a ``resample``, not a rejection). A finished sandbox
 (``sandboxes.lifetime_s`` > 0) runs a durable workflow of ``workflow_writes`` transactions that competes for the
 same database: under churn its backlog grows.
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from models.sandboxes.fleet import Fleet, Servers
+from models.sandboxes.fleet import Fleet, Meter, Servers
 from models.sandboxes.placement import least_of, worker_draws
 from models.sandboxes.planes.base import ControlPlane
 from sim.engine import Sim
@@ -50,7 +52,7 @@ class ModalV1(ControlPlane):
     def __init__(self, sim: Sim, sc: SandboxScenario, streams: Streams, fleet: Fleet, creation: Creation) -> None:
         super().__init__(sim, sc, streams, fleet, creation)
         p = self.p
-        self.db = Servers(p.connections)
+        self.db = Servers(sim, p.connections)
         self.txn_s = p.connections / p.tps  # per-connection service time: at most tps transactions per second
         self._draw = worker_draws(streams.get("placement"), sc.fleet.workers)
         self._conflict = streams.get("conflicts")
@@ -58,14 +60,15 @@ class ModalV1(ControlPlane):
         self.workflows_pending = 0
         self.workflow_backlog_peak = 0
         self.transactions = 0
+        self.resamples = 0
 
     def _txn(self, fn=None, arg=None) -> None:
         """One Postgres transaction; ``fn(arg)`` when it has committed (none: nothing waits for it)."""
-        now = self.sim.env._now
         self.transactions += 1
-        done = self.db.done_at(now + self.p.latency_s / 2, self.txn_s)
+        # booked when sent, answered a whole round trip after the service (fleet.py, Servers)
+        done = self.db.done_at(self.txn_s)
         if fn is not None:
-            self.sim.call_in(done - now + self.p.latency_s / 2, fn, arg)
+            self.sim.call_in(done - self.sim.env._now + self.p.latency_s, fn, arg)
 
     def submit(self, sandbox: int) -> None:
         self.sim.call_in(self.hop, self._enqueue, sandbox)
@@ -86,6 +89,7 @@ class ModalV1(ControlPlane):
         worker = least_of(self._draw, 2, used.__getitem__)
         if not self.fleet.try_accept(worker):
             self.retries += 1
+            self.resamples += 1
             self._claim(sandbox)
             return
         self.creation.placed_on(sandbox, worker)
@@ -103,8 +107,12 @@ class ModalV1(ControlPlane):
         if last:
             self.workflows_pending -= 1
 
-    def utilization(self, span: float) -> dict[str, float]:
-        return {"postgres": self.db.utilization(span)}
+    def resources(self) -> dict[str, Meter]:
+        return {"postgres": self.db}
 
     def extra_metrics(self) -> dict:
-        return {"workflow_backlog_peak": self.workflow_backlog_peak, "postgres_transactions": self.transactions}
+        return {
+            "workflow_backlog_peak": self.workflow_backlog_peak,
+            "postgres_transactions": self.transactions,
+            "resamples": self.resamples,  # retries = rejections (conflicts) + resamples
+        }

@@ -5,11 +5,15 @@ step ``cpu_s`` each). The scheduler places the sandbox from its in-memory cache 
 random, power of d choices, least loaded) and calls the chosen worker directly; the worker, its own source of
 truth, accepts if it has a free slot, else rejects, and the create is retried through the load balancer (counted
 as a rejection and a retry). No data store is on this path: sandbox metadata is written asynchronously (a
-``metadata_writes_per_s`` store whose utilization is reported), and workers batch their control messages.
+``metadata_writes_per_s`` store whose queue nothing waits for; its busy fraction is reported), and workers batch
+their control messages.
 
 Worker state reaches the caches through Redis streams: every ``publish_interval_s`` each worker publishes its slots
-in use to one of ``streams`` streams (at staggered phases); a publish becomes visible after the stream's lag, which
-grows without bound once the publish rate exceeds a stream's ``stream_msgs_per_s``. Between publishes a scheduler
+in use to one of ``streams`` streams (at staggered phases, aggregated into ``publish_phases`` groups). A stream is a
+queue served at ``stream_msgs_per_s``: a group's messages are delivered after the stream's latency, the M/D/1 wait
+while the stream keeps up (offered load ρ = publish rate ÷ capacity < 1), and the backlog ahead of them, which is
+tracked as messages in minus capacity × time elapsed (never below zero): it stays empty while ρ ≤ 1 and grows by
+(ρ − 1) seconds per second from the first publish once publishes outpace the stream. Between publishes a scheduler
 adds its own placements to its view, but not the other schedulers': the staleness that causes rejections.
 
 Left out: scheduler failures, regions and worker types, the load balancer's own cost.
@@ -23,7 +27,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from models.sandboxes.fleet import Fleet, Servers
+from models.sandboxes.fleet import Fleet, Group, Meter, Server, Servers
 from models.sandboxes.placement import least_of, worker_draws
 from models.sandboxes.planes.base import ControlPlane
 from sim.engine import Sim
@@ -70,24 +74,28 @@ class ModalV2(ControlPlane):
         super().__init__(sim, sc, streams, fleet, creation)
         p = self.p
         self.workers = sc.fleet.workers
-        self.servers = [Servers(p.threads) for _ in range(p.count)]
+        self.servers = [Servers(sim, p.threads) for _ in range(p.count)]
         self.visible = [0] * self.workers  # slots in use as last published and delivered
         # each scheduler's own placements since the worker's last delivery, by publish group (cleared per group)
         self.own: list[list[dict[int, int]]] = [[{} for _ in range(p.publish_phases)] for _ in range(p.count)]
         self._lb = worker_draws(streams.get("load_balancer"), p.count)
         self._draw = worker_draws(streams.get("placement"), self.workers)
         self.metadata_writes = 0
+        self.metadata = Server(sim)  # the async metadata store: nothing waits for it, its busy time is reported
+        self.metadata_s = 1.0 / p.metadata_writes_per_s
         rate = self.workers / p.publish_interval_s / p.streams
-        self.stream_rho = rate / p.stream_msgs_per_s
+        self.stream_rho = rate / p.stream_msgs_per_s  # offered load of each stream (the streams share publishes evenly)
+        self.stream = Server(sim)  # one stream, standing for each of the ``streams`` equally loaded ones
+        self.stream_lag_max = 0.0
         self._tick = itertools.count()
         sim.call_in(0.0, self._publish)
 
     # --- the create path -------------------------------------------------------------------------------------
     def submit(self, sandbox: int) -> None:
-        now = self.sim.env._now
         k = next(self._lb)
-        done = self.servers[k].done_at(now + self.hop, self.p.cpu_s)
-        self.sim.call_in(done - now, self._place, (sandbox, k))
+        # booked when sent, answered a hop after the service (fleet.py, Servers)
+        done = self.servers[k].done_at(self.p.cpu_s)
+        self.sim.call_in(done - self.sim.env._now + self.hop, self._place, (sandbox, k))
 
     def _place(self, arg: tuple[int, int]) -> None:
         sandbox, k = arg
@@ -120,6 +128,7 @@ class ModalV2(ControlPlane):
         sandbox, worker = arg
         if self.fleet.try_accept(worker):
             self.metadata_writes += 1  # written asynchronously, off the critical path
+            self.metadata.done_at(self.metadata_s)
             self.creation.placed_on(sandbox, worker)
         else:
             self.rejections += 1
@@ -135,12 +144,15 @@ class ModalV2(ControlPlane):
         p = self.p
         group = next(self._tick) % p.publish_phases
         now = self.sim.env._now
-        lag = p.stream_lag_s
-        if self.stream_rho < 1:
-            lag += self.stream_rho / (2 * p.stream_msgs_per_s * (1 - self.stream_rho))  # M/D/1 wait
-        else:
-            lag += (self.stream_rho - 1) * now  # the backlog grows with time
         snapshot = self.fleet.used[group :: p.publish_phases]
+        # the stream's queue: this group's messages wait for the backlog ahead of them (the messages not yet served
+        # since the last publish), then take their own service
+        service = len(snapshot) / p.streams / p.stream_msgs_per_s
+        done = self.stream.done_at(service)
+        lag = p.stream_lag_s + (done - service - now)
+        if self.stream_rho < 1:
+            lag += self.stream_rho / (2 * p.stream_msgs_per_s * (1 - self.stream_rho))  # M/D/1 wait of one message
+        self.stream_lag_max = max(self.stream_lag_max, lag)
         self.sim.call_in(lag, self._deliver, (group, snapshot))
         self.sim.call_in(p.publish_interval_s / p.publish_phases, self._publish)
 
@@ -151,10 +163,12 @@ class ModalV2(ControlPlane):
         for own in self.own:
             own[group] = {}
 
-    def utilization(self, span: float) -> dict[str, float]:
-        busy = sum(s.busy for s in self.servers)
+    def resources(self) -> dict[str, Meter]:
+        return {"schedulers": Group(self.servers), "redis_streams": self.stream, "metadata_store": self.metadata}
+
+    def extra_metrics(self) -> dict:
         return {
-            "schedulers": busy / (self.p.count * self.p.threads * span) if span > 0 else 0.0,
-            "redis_streams": self.stream_rho,
-            "metadata_store": self.metadata_writes / (self.p.metadata_writes_per_s * span) if span > 0 else 0.0,
+            "stream_offered_load": self.stream_rho,  # publish rate ÷ one stream's capacity: above 1, lag grows
+            "stream_lag_max_s": self.stream_lag_max,
+            "metadata_writes": self.metadata_writes,
         }

@@ -1,0 +1,106 @@
+"""Invariants of sandbox creation over Hypothesis-generated scenarios: no worker overfilled, no sandbox lost or counted
+twice, causality, exact accounting of rejections and retries, utilizations that are busy fractions. Read from what a
+run reports (metrics and ``records=True``), not from its internals.
+
+The scenarios are small and bounded so that a run is quick: what makes a run slow is a sandbox that finds no room and
+retries until the horizon (thousands of events a second each), so a fleet too small for the burst only gets a short
+horizon and a small burst; a fleet that can hold the burst gets a longer one."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from experiments.cli import build_scenario
+from models.sandboxes import creation as sandboxes
+from models.sandboxes.creation import LIMITING
+
+LONG = 600.0  # a horizon no run needs: with room for all and none finishing, every sandbox must be created by then
+
+
+@st.composite
+def sandbox_scenarios(draw: st.DrawFn) -> dict:
+    cpu = draw(st.sampled_from([0.5, 4.0, 16.0]))
+    worker_cpu = draw(st.sampled_from([16.0, 64.0]))
+    slots = max(1, math.floor(worker_cpu / cpu))
+    fits = draw(st.booleans())
+    if fits:  # room for the whole burst at once, with some to spare
+        count = draw(st.integers(1, 200))
+        need = math.ceil(count / slots)
+        workers = draw(st.integers(need, need + 20))
+        horizon = draw(st.one_of(st.floats(1, 30), st.just(LONG)))
+    else:  # too few slots: the rest retry until the horizon
+        count = draw(st.integers(2, 80))
+        workers = draw(st.integers(1, max(1, math.ceil(count / slots) - 1)))
+        horizon = draw(st.floats(0.2, 1.5))
+    return {
+        "model": "sandboxes",
+        "control_plane": draw(st.sampled_from(["modal-v2", "modal-v1", "kubernetes"])),
+        "horizon_s": horizon,
+        "sandboxes": {"count": count, "cpu": cpu, "lifetime_s": draw(st.sampled_from([0.0, 0.5, 5.0]))},
+        "client": {
+            "rate": draw(st.floats(10, 5000)),
+            "concurrency": draw(st.integers(1, 500)),
+            "tick_s": draw(st.sampled_from([0.01, 0.1])),
+        },
+        "fleet": {
+            "workers": workers,
+            "worker_cpu": worker_cpu,
+            "rtnl_hold_s": draw(st.sampled_from([0.0, 0.01, 0.156])),
+        },
+        "scheduler": {
+            "count": draw(st.integers(1, 8)),
+            "placement": draw(st.sampled_from(["random", "power_of_d", "least_loaded"])),
+            "publish_interval_s": draw(st.sampled_from([0.05, 1.0, 10.0])),
+            "publish_phases": draw(st.integers(1, 5)),
+            "stream_msgs_per_s": draw(st.sampled_from([200_000.0, 20.0])),  # 20/s: publishes outpace the stream
+        },
+    }
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tree=sandbox_scenarios(), seed=st.integers(0, 2**32))
+def test_sandbox_creation_never_overfills_a_worker_nor_loses_a_sandbox(tree, seed):
+    m = sandboxes.run(build_scenario(tree), seed=seed, records=True)
+    r = m["records"]
+    count, workers = tree["sandboxes"]["count"], tree["fleet"]["workers"]
+    slots = max(1, math.floor(tree["fleet"]["worker_cpu"] / tree["sandboxes"]["cpu"]))
+
+    # a worker is its own source of truth: never more sandboxes than slots, on any worker or over the fleet
+    assert 1 <= m["worker_slots_in_use_max"] <= slots or m["sandboxes_created"] == 0
+    assert 0 <= m["worker_slots_filled"] <= 1
+    # one row per sandbox; each requested once, placed after it was requested, running after it was placed
+    requested, placed, running = (r[c].to_numpy() for c in ("requested", "placed", "running"))
+    assert len(r) == count
+    assert (~np.isnan(requested)).sum() == m["sandboxes_issued"] <= count
+    assert np.isnan(placed[np.isnan(requested)]).all() and np.isnan(running[np.isnan(placed)]).all()
+    assert (placed[~np.isnan(placed)] >= requested[~np.isnan(placed)]).all()
+    assert (running[~np.isnan(running)] >= placed[~np.isnan(running)]).all()
+    assert (~np.isnan(running)).sum() == m["sandboxes_created"]
+    if tree["sandboxes"]["lifetime_s"] == 0:  # nothing is released: every placement still holds its slot at the end
+        assert round(m["worker_slots_filled"] * workers * slots) >= (~np.isnan(placed)).sum()
+        assert (~np.isnan(placed)).sum() <= workers * slots
+    # the run ends before its horizon only once every sandbox is created (and then only when none ever finishes)
+    if m["sim_time_s"] < tree["horizon_s"]:
+        assert m["sandboxes_created"] == count and tree["sandboxes"]["lifetime_s"] == 0
+    # and given room and time, none is lost on the way
+    if workers * slots >= count and tree["sandboxes"]["lifetime_s"] == 0 and tree["horizon_s"] == LONG:
+        assert m["sandboxes_created"] == count
+
+    # every retry has its cause: a worker's refusal (v2, kubernetes), or a conflicting commit or both sampled
+    # workers full (v1)
+    if tree["control_plane"] == "modal-v1":
+        assert m["retries"] == m["rejections"] + m["resamples"]
+    else:
+        assert m["retries"] == m["rejections"]
+
+    # utilizations are busy fractions of the span; the bottleneck is the top one only when it is limiting
+    util = m["utilization"]
+    assert all(0 <= u <= 1 for u in util.values()), util
+    top = max(util, key=util.get)
+    assert m["bottleneck"] == (top if util[top] >= LIMITING else "none")
+    for q in ("tti_p50_s", "schedule_latency_p50_s"):
+        assert m[q] is None or m[q] >= 0
