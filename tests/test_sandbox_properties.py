@@ -26,12 +26,14 @@ def sandbox_scenarios(draw: st.DrawFn) -> dict:
     cpu = draw(st.sampled_from([0.5, 4.0, 16.0]))
     worker_cpu = draw(st.sampled_from([16.0, 64.0]))
     slots = max(1, math.floor(worker_cpu / cpu))
+    lifetime = draw(st.sampled_from([0.0, 0.5, 5.0]))
     fits = draw(st.booleans())
     if fits:  # room for the whole burst at once, with some to spare
         count = draw(st.integers(1, 200))
         need = math.ceil(count / slots)
         workers = draw(st.integers(need, need + 20))
-        horizon = draw(st.one_of(st.floats(1, 30), st.just(LONG)))
+        # a run with churn goes on to its horizon (publishes, leases): LONG only where the run stops once all are in
+        horizon = draw(st.one_of(st.floats(1, 30), st.just(LONG))) if lifetime == 0 else draw(st.floats(1, 30))
     else:  # too few slots: the rest retry until the horizon
         count = draw(st.integers(2, 80))
         workers = draw(st.integers(1, max(1, math.ceil(count / slots) - 1)))
@@ -40,7 +42,7 @@ def sandbox_scenarios(draw: st.DrawFn) -> dict:
         "model": "sandboxes",
         "control_plane": draw(st.sampled_from(["modal-v2", "modal-v1", "kubernetes"])),
         "horizon_s": horizon,
-        "sandboxes": {"count": count, "cpu": cpu, "lifetime_s": draw(st.sampled_from([0.0, 0.5, 5.0]))},
+        "sandboxes": {"count": count, "cpu": cpu, "lifetime_s": lifetime},
         "client": {
             "rate": draw(st.floats(10, 5000)),
             "concurrency": draw(st.integers(1, 500)),
