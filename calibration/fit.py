@@ -40,6 +40,8 @@ REFERENCE = {
 TOLERANCE = {"calls_per_s": 0.10, "first_n_back_s": 0.20}
 COLD_START_SIGMA = 0.3  # assumption: the shape of the cold-start distribution
 OUT = Path(__file__).resolve().parent / "params" / "reference-loadtest.toml"
+PROFILE = (0.5, 0.75, 0.9, 1.0, 2.0)  # start_rate multiples at which the written file reports the objective
+QUICK_RUNS = ("duration_s=10",)  # --quick: shorter load tests (the figures then are not the reference's)
 
 
 def overrides(start_rate: float, interval_s: float, cold_median_s: float, step: int) -> list[str]:
@@ -57,12 +59,13 @@ def _simulate(job: tuple[str, tuple[str, ...], int]) -> dict:
 
 
 class Objective:
-    def __init__(self, pool: ProcessPoolExecutor, seeds: list[int]) -> None:
+    def __init__(self, pool: ProcessPoolExecutor, seeds: list[int], extra: tuple[str, ...] = ()) -> None:
         self.pool = pool
         self.seeds = seeds
+        self.extra = extra  # overrides applied to every simulation (--quick shortens the runs)
 
     def figures(self, sets: list[str]) -> dict[str, dict[str, float]]:
-        jobs = [(a, tuple(sets), s) for a in REFERENCE for s in self.seeds]
+        jobs = [(a, (*self.extra, *sets), s) for a in REFERENCE for s in self.seeds]
         results = list(self.pool.map(_simulate, jobs))
         out = {}
         for a in REFERENCE:
@@ -78,12 +81,12 @@ class Objective:
 
 
 def fit(seeds: list[int], jobs: int, quick: bool = False) -> tuple[list[str], float, dict, dict]:
-    """Grid, then Nelder–Mead, then the start-rate bisection. ``quick``: a two-point grid and a few steps (a
-    smoke test of the whole procedure, not a fit)."""
+    """Grid, then Nelder–Mead, then the start-rate bisection. ``quick``: one grid point, a few steps and 10 s runs
+    (a smoke test of the whole procedure, not a fit)."""
     with ProcessPoolExecutor(jobs) as pool:
-        obj = Objective(pool, seeds)
+        obj = Objective(pool, seeds, QUICK_RUNS if quick else ())
         if quick:
-            grid = itertools.product([1000.0, 2000.0], [4.5], [1.5], [1])
+            grid = itertools.product([1000.0], [4.5], [1.5], [1])
         else:
             grid = itertools.product([500.0, 1000.0, 2000.0], [3.0, 4.5, 6.0], [1.0, 2.0, 3.0], [1, 2])
         scored = sorted((obj.loss(overrides(*g)), g) for g in grid)
@@ -115,7 +118,7 @@ def fit(seeds: list[int], jobs: int, quick: bool = False) -> tuple[list[str], fl
         sr, iv, cm = (float(f"{v:.3g}") for v in (np.exp(hi), iv, cm))  # round to 3 significant figures
         sets = overrides(sr, iv, cm, step)
         # How well the data pin the start limit: the loss as it is lowered (flat = only a lower bound).
-        profile = {k: obj.loss(overrides(sr * k, iv, cm, step)) for k in (0.5, 0.75, 0.9, 1.0, 2.0)}
+        profile = {k: obj.loss(overrides(sr * k, iv, cm, step)) for k in ((0.5, 1.0) if quick else PROFILE)}
         return sets, obj.loss(sets), obj.figures(sets), profile
 
 

@@ -60,7 +60,7 @@ def test_malformed_toml_and_missing_file(tmp_path, capsys):
 
 
 def test_json_is_one_object_and_the_same_seed_gives_the_same_numbers():
-    args = ["experiments.run", "loadtest-copies", "--set", "duration_s=15", "--seed", "3", "--json"]
+    args = ["experiments.run", "loadtest-copies", "--set", "duration_s=5", "--seed", "3", "--json"]
     a, b = cli(*args), cli(*args)
     assert a.returncode == 0, a.stderr
     ja, jb = json.loads(a.stdout), json.loads(b.stdout)

@@ -135,7 +135,7 @@ def test_a_load_test_takes_its_cold_starts_from_a_program():
 def test_a_coldstart_sweep_and_its_report(tmp_path):
     import pandas as pd
 
-    from experiments import sweep
+    from experiments import report, sweep
 
     out = tmp_path / "pages"
     assert sweep.main(["coldstart-pages", "--quick", "--out", str(out), "--jobs", "1"]) == 0
@@ -144,3 +144,7 @@ def test_a_coldstart_sweep_and_its_report(tmp_path):
     assert {p.stem for p in out.glob("*.png")} == {"coldstart", "snapshots", "timeseries"}
     page = (out / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 3 and "cold_start_mean_s_mean" in page
+    # the report redraws from the results table alone
+    (out / "report.html").unlink()
+    assert report.main([str(out / "results.parquet")]) == 0
+    assert (out / "report.html").read_text().count("data:image/png;base64,") == 3
