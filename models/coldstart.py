@@ -40,7 +40,7 @@ import pandas as pd
 
 from sim.model import Figure, Model, TimeSeries
 from sim.rng import Streams
-from sim.scenario import param, section
+from sim.scenario import Described, param, section
 from sim.stats import percentiles
 
 PHASES = ("placement", "runtime_create", "filesystem", "imports_init", "first_input")
@@ -92,11 +92,8 @@ class ColdStartParams:
 
 
 @dataclass(frozen=True)
-class ColdStartScenario:
+class ColdStartScenario(Described):
     model: Literal["coldstart"] = param("coldstart")
-    name: str = param("")
-    description: str = param("")
-    source: str = param("")
     coldstart: ColdStartParams = section(ColdStartParams)
 
 

@@ -12,6 +12,7 @@ import dataclasses
 import math
 import tomllib
 import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -41,6 +42,15 @@ def param(
 def section(cls: type) -> Any:
     """A nested schema section with its own defaults."""
     return dataclasses.field(default_factory=cls)
+
+
+@dataclass(frozen=True)
+class Described:
+    """What every scenario says about itself, whatever its model (a schema's base)."""
+
+    name: str = param("", doc="the preset's name")
+    description: str = param("")
+    source: str = param("", doc="where the scenario's figures come from")
 
 
 def with_sections(base: type, sections: dict[str, type], name: str) -> type:

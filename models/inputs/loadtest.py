@@ -27,20 +27,17 @@ from sim.dists import Dist, Uniform
 from sim.engine import Sim
 from sim.model import Figure, Model, TimeSeries
 from sim.rng import Streams
-from sim.scenario import param, section, with_sections
+from sim.scenario import Described, param, section, with_sections
 
 ApproachName = Literal[tuple(APPROACHES)]
 LoadName = Literal[tuple(LOADS)]
 
 
 @dataclass(frozen=True)
-class _Scenario:
+class _Scenario(Described):
     """A load test; each approach adds its own sections (``server``, ``batching``)."""
 
     model: Literal["function"] = param("function", doc="which model: function (this), sandboxes or coldstart")
-    name: str = param("", doc="the preset's name")
-    description: str = param("")
-    source: str = param("", doc="where the scenario's figures come from")
     approach: ApproachName = param("remote")
     load: LoadName = param("clients")
     work: Dist = param(Uniform(1.0, 10.0), source="reference load test: sleep uniform(1, 10) s (domain.md §1)")

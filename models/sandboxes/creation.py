@@ -40,7 +40,7 @@ from models.sandboxes.planes import PLANES, ControlPlane
 from sim.engine import Sim
 from sim.model import Figure, Model, TimeSeries
 from sim.rng import Streams
-from sim.scenario import param, section, with_sections
+from sim.scenario import Described, param, section, with_sections
 from sim.stats import NAN, percentiles
 
 PlaneName = Literal[tuple(PLANES)]
@@ -51,13 +51,10 @@ LIMITING = 0.8
 
 
 @dataclass(frozen=True)
-class _SandboxScenario:
+class _SandboxScenario(Described):
     """A burst of sandbox creations; each control plane adds its own section (``scheduler``, ``postgres``, ...)."""
 
     model: Literal["sandboxes"] = param("sandboxes")
-    name: str = param("")
-    description: str = param("")
-    source: str = param("")
     control_plane: PlaneName = param("modal-v2")
     horizon_s: float = param(3600.0, gt=0, doc="simulated time after which the run stops, created or not")
     sandboxes: SandboxParams = section(SandboxParams)
