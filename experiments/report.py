@@ -146,7 +146,8 @@ def make_report(
         plt.close(fig)
         pngs.append(path)
 
-    heading, intro, findings = model.findings(summary, scale) if len(summary) else ("Findings", "", pd.DataFrame())
+    heading, intro, rows = model.findings(summary, scale) if len(summary) else ("Findings", "", [])
+    findings = pd.DataFrame(rows)
     cols = [scale, "variant", "seeds", "binding_limit"] + [f"{m}_{s}" for m in model.headline for s in ("mean", "ci95")]
     numbers = summary[[c for c in cols if c in summary]].sort_values(["variant", scale]) if len(summary) else summary
     errors = table[table["error"] != ""][["point", "variant", "seed", "error"]]

@@ -33,15 +33,17 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import pandas as pd
 
-from sim.model import Figure, Model, TimeSeries
+from sim.model import Figure, Model, TimeSeries, records_frame
 from sim.rng import Streams
 from sim.scenario import Described, param, section
 from sim.stats import percentiles
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PHASES = ("placement", "runtime_create", "filesystem", "imports_init", "first_input")
 GIB = 1024.0
@@ -218,11 +220,13 @@ def run(sc: ColdStartScenario, seed: int = 0, series: dict | None = None, record
         "wall_s": time.perf_counter() - wall0,
     }
     if records:
-        metrics["records"] = pd.DataFrame({"t": times, **{k: [r[k] for r in each] for k in (*PHASES, "total")}})
+        metrics["records"] = records_frame(
+            {"t": times, **{k: [r[k] for r in each] for k in (*PHASES, "total")}}, "start"
+        )
     return metrics
 
 
-def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, pd.DataFrame]:
+def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, list[dict]]:
     """Per series: the fastest and the slowest mean container start, and where."""
     rows = []
     for variant, g in summary.groupby("variant", sort=False):
@@ -236,7 +240,7 @@ def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, pd.DataFrame]
                 "at ": worst[scale],
             }
         )
-    return "Each series", "The fastest and slowest mean container start of each series.", pd.DataFrame(rows)
+    return "Each series", "The fastest and slowest mean container start of each series.", rows
 
 
 MODEL = Model(

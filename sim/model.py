@@ -66,7 +66,14 @@ class Model:
     bottleneck: str  # the metric naming what limits a run
     figures: tuple[Figure, ...]
     timeseries: TimeSeries
-    # (heading, intro, table): the report's first table, one row per series, from the summary (means over seeds)
-    findings: Callable[[pd.DataFrame, str], tuple[str, str, pd.DataFrame]]
+    # (heading, intro, rows): the report's first table, one row per series, from the summary (means over seeds)
+    findings: Callable[[pd.DataFrame, str], tuple[str, str, list[dict]]]
     # the kinds that ``*_by_kind`` metrics count: each is a fixed column of a results table (``errors.<kind>``)
     kinds: tuple[str, ...] = field(default=())
+
+
+def records_frame(columns: dict, index: str) -> pd.DataFrame:
+    """A run's records as a DataFrame, one row per ``index`` (input, sandbox, start)."""
+    import pandas as pd  # here, not at the top: it costs ~60 MiB and ~0.4 s to import, more than most runs
+
+    return pd.DataFrame(columns).rename_axis(index)

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import pandas as pd
 
 from models.inputs.approaches import APPROACHES
 from models.inputs.autoscaler import AutoscalerParams
@@ -25,9 +24,12 @@ from models.inputs.monitor import Monitor
 from models.inputs.records import ERROR_KINDS, CallLog, Window, summarize
 from sim.dists import Dist, Uniform
 from sim.engine import Sim
-from sim.model import Figure, Model, TimeSeries
+from sim.model import Figure, Model, TimeSeries, records_frame
 from sim.rng import Streams
 from sim.scenario import Described, param, section, with_sections
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ApproachName = Literal[tuple(APPROACHES)]
 LoadName = Literal[tuple(LOADS)]
@@ -106,14 +108,14 @@ def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool =
     )
     metrics["wall_s"] = time.perf_counter() - wall0
     if records:
-        metrics["records"] = pd.DataFrame(arrays).rename_axis("input")
+        metrics["records"] = records_frame(arrays, "input")
     return metrics
 
 
 SATURATION = 0.8  # a series has left the ideal line where its calls/s falls below this share of the ideal
 
 
-def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, pd.DataFrame]:
+def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, list[dict]]:
     """Per series: the first scale where calls/s falls below SATURATION × ideal, and what binds there."""
     rows = []
     for variant, g in summary.groupby("variant", sort=False):
@@ -132,7 +134,7 @@ def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, pd.DataFrame]
     intro = (
         f"The first {scale} at which calls/s falls below {SATURATION:.0%} of the ideal, and the limit that binds there."
     )
-    return "Where each series leaves the ideal line", intro, pd.DataFrame(rows)
+    return "Where each series leaves the ideal line", intro, rows
 
 
 MODEL = Model(

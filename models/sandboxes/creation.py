@@ -30,18 +30,20 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import pandas as pd
 
 from models.sandboxes.fleet import BenchmarkClientParams, Fleet, FleetParams, Meter, SandboxParams
 from models.sandboxes.planes import PLANES, ControlPlane
 from sim.engine import Sim
-from sim.model import Figure, Model, TimeSeries
+from sim.model import Figure, Model, TimeSeries, records_frame
 from sim.rng import Streams
 from sim.scenario import Described, param, section, with_sections
 from sim.stats import NAN, percentiles
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PlaneName = Literal[tuple(PLANES)]
 
@@ -166,9 +168,9 @@ def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None, records:
     metrics["sim_time_s"] = sim.now
     metrics["wall_s"] = time.perf_counter() - wall0
     if records:
-        metrics["records"] = pd.DataFrame(
-            {"requested": creation.requested, "placed": creation.placed, "running": creation.running}
-        ).rename_axis("sandbox")
+        metrics["records"] = records_frame(
+            {"requested": creation.requested, "placed": creation.placed, "running": creation.running}, "sandbox"
+        )
     return metrics
 
 
@@ -221,7 +223,7 @@ def summarize(creation: Creation, sc: SandboxScenario, cp: ControlPlane, fleet: 
     }
 
 
-def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, pd.DataFrame]:
+def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, list[dict]]:
     """Per series: where the creation rate peaks and what is most utilized there and at the largest scale."""
     rows = []
     for variant, g in summary.groupby("variant", sort=False):
@@ -236,7 +238,7 @@ def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, pd.DataFrame]
             }
         )
     intro = "The peak creation rate and the limiting resource there."
-    return "Where each series peaks", intro, pd.DataFrame(rows)
+    return "Where each series peaks", intro, rows
 
 
 MODEL = Model(
