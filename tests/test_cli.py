@@ -118,7 +118,7 @@ def test_calibration_fit_quick_writes_a_parameter_file_that_run_accepts(tmp_path
     r = cli("calibration.fit", "--quick", "--seeds", "1", "--jobs", "1", "--out", str(out))
     assert r.returncode == 0, r.stderr
     text = out.read_text()
-    assert "[limits]" in text and "start_rate" in text and "measured 589" in text
+    assert "[limits]" in text and "start_rate" in text and "| spawn | calls_per_s | 589 |" in text
     assert run.main(["loadtest-spawn", "--params", str(out), "--set", "duration_s=5", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["calls_issued"] > 0
     assert cli("calibration.fit", "--seeds", "0").returncode == 2

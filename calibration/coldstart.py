@@ -1,0 +1,73 @@
+"""Fit the coldstart presets' shared platform parameters to domain.md §3: ``python -m calibration.fit coldstart``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from scipy import optimize
+
+# domain.md §3, "Results": the container-start figures the coldstart presets are fitted to. Lazy starts are compared
+# by their mean ("a typical cold start"), restores by their median (the blog's p50).
+COLDSTART_REFERENCE = {
+    ("torch", "lazy", "cold_start_mean_s"): 5.0,
+    ("torch", "snapshot", "cold_start_p50_s"): 1.05,
+    ("torch", "snapshot", "cold_start_p0_s"): 0.69,
+    ("sd", "lazy", "cold_start_mean_s"): 13.0,
+    ("sd", "snapshot", "cold_start_p50_s"): 3.5,
+}
+COLDSTART_RATIO = ("gpt2", 2.5)  # lazy mean ÷ snapshot median
+COLDSTART_FITTED = ("op_s", "network_file_s", "restore_s", "pages_tail_sigma")
+COLDSTART_OUT = Path(__file__).resolve().parent / "params" / "coldstart.toml"
+
+
+def coldstart_figures(values: dict[str, float], seeds: list[int]) -> dict:
+    """The fitted figures of the three coldstart presets with platform ``values``, mean over seeds."""
+    from experiments.cli import load_scenario, run_scenario
+
+    sets = [f"coldstart.{k}={float(v)!r}" for k, v in values.items()]
+    out = {}
+    for program in ("torch", "sd", "gpt2"):
+        for mode in ("lazy", "snapshot"):
+            runs = [
+                run_scenario(load_scenario(f"coldstart-{program}", [*sets, f"coldstart.mode={mode}"], []), seed=s)
+                for s in seeds
+            ]
+            for k in ("cold_start_mean_s", "cold_start_p50_s", "cold_start_p0_s"):
+                out[(program, mode, k)] = float(np.mean([r[k] for r in runs]))
+    return out
+
+
+def coldstart_residuals(figs: dict) -> np.ndarray:
+    res = [figs[key] / want - 1 for key, want in COLDSTART_REFERENCE.items()]
+    program, want = COLDSTART_RATIO
+    res.append(
+        figs[(program, "lazy", "cold_start_mean_s")] / figs[(program, "snapshot", "cold_start_p50_s")] / want - 1
+    )
+    return np.asarray(res)
+
+
+def fit_coldstart(seeds: list[int], path: Path) -> str:
+    """Least squares on the relative errors; writes the platform parameters the three presets share."""
+    x0 = np.log([50e-6, 0.006, 0.4, 0.4])
+    bounds = (np.log([5e-6, 0.0005, 0.02, 0.02]), np.log([500e-6, 0.1, 2.0, 1.5]))
+
+    def f(x: np.ndarray) -> np.ndarray:
+        return coldstart_residuals(coldstart_figures(dict(zip(COLDSTART_FITTED, np.exp(x), strict=True)), seeds))
+
+    res = optimize.least_squares(f, x0, bounds=bounds, diff_step=0.05, max_nfev=200)
+    values = {k: float(f"{v:.3g}") for k, v in zip(COLDSTART_FITTED, np.exp(res.x), strict=True)}
+    figs = coldstart_figures(values, seeds)
+    lines = [
+        "# Written by `python -m calibration.fit coldstart`: the platform parameters shared by the coldstart presets,",
+        "# fitted to domain.md §3's results by least squares on relative errors (seeds " + str(seeds) + ").",
+    ]
+    for (program, mode, k), want in COLDSTART_REFERENCE.items():
+        lines.append(f"#   {program} {mode} {k}: {figs[(program, mode, k)]:.3g} (measured {want:g})")
+    program, want = COLDSTART_RATIO
+    ratio = figs[(program, "lazy", "cold_start_mean_s")] / figs[(program, "snapshot", "cold_start_p50_s")]
+    lines += [f"#   {program} lazy mean / snapshot p50: {ratio:.3g} (measured {want:g})", "", "[coldstart]"]
+    lines += [f"{k} = {v!r}" for k, v in values.items()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path.read_text()

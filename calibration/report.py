@@ -1,0 +1,150 @@
+"""What a fit reports: the selection table, per-figure residuals, predictions, profiles, and the parameter file.
+
+Model selection. The loss is a sum of squared residuals standardized by a stated tolerance, so if each tolerance is
+read as the standard deviation of the model–measurement mismatch (σ known, not estimated from the residuals), −2 ln L
+= loss + const and Akaike's criterion is loss + 2k; with n ≈ 20 targets and up to 7 free parameters the small-sample
+correction matters, so the criterion is AICc = loss + 2k + 2k(k + 1) / (n − k − 1). The candidate kept is the one
+with the lowest AICc. n·ln(loss/n) + 2k (σ estimated from the residuals) is not used: it rewards driving the loss
+toward 0 without bound (ln), which treats the acceptance bands as if they said nothing about how close is close
+enough. The tolerances are acceptance bands, not measured noise, so AICc here ranks candidates; it is not a
+likelihood-ratio test.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from calibration.objective import prediction_rows, residual_rows
+from calibration.search import Fit
+from calibration.targets import Prediction
+from sim.scenario import parse_value
+
+
+def aicc(loss: float, k: int, n: int) -> float:
+    if n - k - 1 <= 0:
+        return float("inf")
+    return loss + 2 * k + 2 * k * (k + 1) / (n - k - 1)
+
+
+def kept(fits: list[Fit], n: int) -> Fit | None:
+    """The fitted candidate with the lowest criterion (None if every candidate was skipped)."""
+    done = [f for f in fits if not f.skipped]
+    return min(done, key=lambda f: aicc(f.loss, f.candidate.k, n)) if done else None
+
+
+def _num(x: float | None, digits: int = 4) -> str:
+    if x is None:
+        return "—"
+    return f"{x:.{digits}g}"
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.0%}"
+
+
+def table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
+    """A Markdown table, one line per row."""
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return out + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def selection_table(fits: list[Fit], n: int) -> list[str]:
+    best = kept(fits, n)
+    rows = []
+    for f in fits:
+        if f.skipped:
+            rows.append([f.candidate.name, str(f.candidate.k), "—", "—", "—", "—", f"skipped: {f.skipped}"])
+            continue
+        within = sum(r["within"] for r in residual_rows(f.figures, f.targets))
+        rows.append(
+            [
+                f.candidate.name,
+                str(f.candidate.k),
+                f"{f.loss:.4g}",
+                f"{aicc(f.loss, f.candidate.k, n):.4g}",
+                f"{within}/{n}",
+                str(f.evaluations),
+                "kept" if f is best else "",
+            ]
+        )
+    header = ["candidate", "free k", "objective", f"AICc (n={n})", "within band", "evaluations", "kept"]
+    return table(header, rows)
+
+
+def residual_table(f: Fit) -> list[str]:
+    rows = [
+        [
+            r["approach"],
+            r["figure"],
+            f"{r['measured']:g}",
+            _num(r["model"]),
+            _pct(r["rel_error"]),
+            r["band"],
+            "yes" if r["within"] else "no",
+            f"{r['term']:.3g}",
+        ]
+        for r in residual_rows(f.figures, f.targets)
+    ]
+    return table(["approach", "figure", "measured", "model", "rel. error", "band", "within", "loss term"], rows)
+
+
+def prediction_table(f: Fit, preds: tuple[Prediction, ...]) -> list[str]:
+    rows = [
+        [
+            r["approach"],
+            r["figure"],
+            "kept aside" if r["measured"] is None else f"{r['measured']:g} (left out)",
+            _num(r["model"]),
+            _pct(r["rel_error"]),
+        ]
+        for r in prediction_rows(f.figures, preds)
+    ]
+    return table(["approach", "figure", "measured", "model (predicted)", "rel. error"], rows)
+
+
+def profile_table(f: Fit) -> list[str]:
+    rows = [
+        [
+            p.free.name,
+            f"{x:.4g}",
+            f"{p.low:.4g} .. {p.high:.4g}",
+            f"{p.free.low:g} .. {p.free.high:g}" + (" (log)" if p.free.log else ""),
+            "yes" if p.pinned else f"not pinned down ({p.why})",
+        ]
+        for p, x in zip(f.profiles, f.values, strict=True)
+    ]
+    return table(["parameter", "fitted", "profile interval", "range", "pinned down"], rows)
+
+
+def toml_value(text: str) -> str:
+    """A ``--set`` value as a TOML value (strings quoted)."""
+    v = parse_value(text)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v)
+    return repr(v)
+
+
+def parameter_file(settings: list[str], comments: list[str]) -> str:
+    """A parameter file ``experiments.run --params`` accepts: ``comments``, then one table per section."""
+    sections: dict[str, list[str]] = {}
+    top: list[str] = []
+    for s in settings:
+        key, text = s.split("=", 1)
+        sec, _, name = key.rpartition(".")
+        line = f"{name} = {toml_value(text)}"
+        (sections.setdefault(sec, []) if sec else top).append(line)
+    lines = [("# " + c).rstrip() for c in comments]
+    if top:
+        lines += ["", *top]
+    for sec, rows in sections.items():
+        lines += ["", f"[{sec}]", *rows]
+    return "\n".join(lines) + "\n"
+
+
+def write(path: Path, f: Fit, comments: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(parameter_file(f.settings, comments))
