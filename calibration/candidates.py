@@ -41,7 +41,8 @@ class Free:
         return (x - self.low) / (self.high - self.low)
 
     def from_unit(self, u: float) -> float:
-        u = min(max(float(u), 0.0), 1.0)
+        if u <= 0 or u >= 1:
+            return self.low if u <= 0 else self.high
         if self.log:
             return math.exp(math.log(self.low) + u * (math.log(self.high) - math.log(self.low)))
         return self.low + u * (self.high - self.low)
