@@ -3,9 +3,17 @@
 Every ``interval_s`` (at a random phase) the autoscaler compares the containers it has (starting or ready) with
 the number its owner wants (a Function: inputs in the system ÷ target_inputs; an HTTP server: recent
 concurrency ÷ target_concurrency), plus ``buffer_containers``, within [min_containers, max_containers]. It adds
-at most ``scaleup_step`` containers per decision; each becomes ready after a cold start drawn from
+at most ``scaleup_step`` containers per decision (0: no cap); each becomes ready after a cold start drawn from
 ``cold_start`` (or, with ``program``, from the container-start model of models/coldstart.py). A container idle
 for longer than ``scaledown_window_s`` is removed at the next decision while the pool is above what is wanted.
+
+Work that reaches an empty pool triggers a decision at once (domain.md §1: the first input or request triggers a
+cold start). By default that decision sees only what has arrived so far: the first input of a same-instant burst.
+With ``burst_aware`` (an assumption, a calibration target; off by default) it is taken once, after the events already
+scheduled for the current instant, so that it sees the whole burst the callers submitted at that instant (the
+closed-loop callers submit their calls in flight in one go) and sizes the pool to it. What a Function "wants" is set
+by ``size_to`` (models/inputs/function.py): inputs in the system (default) or those its start limit can start
+within one interval; the HTTP server has no start limit and ignores it.
 
 Left out: the early shrink of a well over-provisioned pool and placement on workers (§2).
 """
@@ -33,9 +41,21 @@ class AutoscalerParams:
     )
     scaleup_step: int = param(
         1,
-        ge=1,
+        ge=0,
         source="undocumented; chosen by the fit to the reference load test from 1 or 2 (calibration/fit.py)",
-        doc="most containers added per decision per Function",
+        doc="most containers added per decision per Function; 0 = no cap (all that are wanted at once)",
+    )
+    burst_aware: bool = param(
+        False,
+        source="assumption: scale-from-zero sees the whole same-instant backlog (issue 9), a calibration target",
+        doc="true: work reaching an empty pool is sized at the end of the instant, to the whole burst",
+    )
+    size_to: Literal["in_system", "startable"] = param(
+        "in_system",
+        source="in_system: domain.md §1 ('Modal adds containers as calls pile up'); startable: assumption, a "
+        "calibration target",
+        doc="a Function's wanted load: inputs in the system, or running + the pending its start limit can start "
+        "within interval_s",
     )
     cold_start: Dist = param(
         LogNormal(1.54, 0.3),
@@ -57,10 +77,11 @@ class AutoscalerParams:
 
 
 class Container:
-    __slots__ = ("idle_since", "listed", "retired", "running")
+    __slots__ = ("cpu_free", "idle_since", "listed", "retired", "running")
 
     def __init__(self, now: float) -> None:
         self.running = 0  # inputs (or requests) in progress
+        self.cpu_free = 0.0  # the web server's CPU is busy until then (models/inputs/approaches/server.py)
         self.idle_since = now
         self.retired = False
         self.listed = False  # in its owner's list of containers with spare capacity
@@ -87,6 +108,7 @@ class ContainerPool:
         self.starting = 0
         self.peak = 0
         self.cold_starts = 0
+        self._deferred = False  # burst_aware: a scale-from-zero decision is scheduled for the end of this instant
         if params.program:  # the container-start model of a named program (models/coldstart.py)
             from models.coldstart import Starter, load_program
             from sim.scenario import ScenarioError
@@ -122,6 +144,16 @@ class ContainerPool:
         """Work arrived at an empty pool: decide now rather than at the next tick (the first input or
         request triggers a cold start, domain.md §1)."""
         if self.size == 0:
+            if not self.p.burst_aware:
+                self.decide()
+            elif not self._deferred:
+                self._deferred = True
+                self.sim.call_at(self.sim.now, self._decide_from_zero)
+
+    def _decide_from_zero(self, _arg: None) -> None:
+        """burst_aware: the deferred scale-from-zero decision, once the instant's burst has been submitted."""
+        self._deferred = False
+        if self.size == 0:
             self.decide()
 
     def _ready(self, launched: bool) -> None:
@@ -142,7 +174,8 @@ class ContainerPool:
         if p.max_containers:
             want = min(want, p.max_containers)
         if want > self.size:
-            self.launch(min(p.scaleup_step, want - self.size))
+            add = want - self.size
+            self.launch(min(p.scaleup_step, add) if p.scaleup_step else add)
         elif want < self.size:
             excess = self.size - want
             cutoff = self.sim.now - p.scaledown_window_s

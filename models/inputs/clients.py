@@ -11,6 +11,9 @@ A rejected call is handled by the client's retry policy (modal 1.6.4 client sour
 - ``backoff``: the call is retried after min(backoff_max_s, backoff_base_s · 2^attempt), jittered by
   uniform(0.5, 1), forever, as ``.map`` does (at most 15 s between tries).
 For the server approach the client also owns an HTTP connection pool of ``connection_limit`` connections.
+
+On the Function path a call reaches the Function's accept ``overhead.submit`` after it is issued (models/inputs/
+overhead.py; 0 by default: at once, no event); the client learns of a rejection when the call arrives.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from models.inputs.overhead import sampler
 from models.inputs.records import CallLog
 from sim.dists import Exponential
 from sim.engine import Sim
@@ -74,6 +78,8 @@ class Load:
         self._pooled = http and cp.connection_limit > 0  # the client's HTTP connection pool binds
         self._conns = [0] * cp.count
         self._conn_wait: list[deque[int]] = [deque() for _ in range(cp.count)]
+        # client → accept on the Function path (overhead.submit); None: the call arrives at once
+        self._submit_delay = None if http else sampler(sc.overhead, "submit", streams)
 
     def begin(self) -> None:
         """Issue the calls in flight at the start."""
@@ -102,10 +108,19 @@ class Load:
                 self._conn_wait[client].append(call)
                 return
             self._conns[client] += 1
+        if self._submit_delay is not None:
+            self.sim.call_in(self._submit_delay(), self._reach, call)
+            return
         kind = self.targets[client % len(self.targets)].submit(call, self.style)
         if kind is not None:
             if self._pooled:
                 self._release(client)
+            self._rejected(call, kind)
+
+    def _reach(self, call: int) -> None:
+        """The call reaches its target after ``overhead.submit`` (the Function path: no connection pool)."""
+        kind = self.targets[self.log.client[call] % len(self.targets)].submit(call, self.style)
+        if kind is not None:
             self._rejected(call, kind)
 
     def _release(self, client: int) -> None:
@@ -207,9 +222,12 @@ class OpenLoop(Load):
         now = self.env._now
         call = self._new(0, now, self.work())
         self.outstanding += 1
-        kind = self._target.submit(call, self.style)
-        if kind is not None:
-            self._rejected(call, kind)
+        if self._submit_delay is not None:
+            self.sim.call_in(self._submit_delay(), self._reach, call)
+        else:
+            kind = self._target.submit(call, self.style)
+            if kind is not None:
+                self._rejected(call, kind)
         nxt = now + self._gap()
         if nxt < self.duration:
             self._call_at(nxt, self._arrive_cb)

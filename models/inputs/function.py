@@ -8,10 +8,17 @@ limits, both per Function:
   kind: ``rate_limited`` or ``queue_full``.
 - start: a token bucket of inputs started per second per Function. Modal does not document it ("spawned inputs
   start more slowly than they are accepted"); its rate is fitted to the reference load test (calibration/fit.py),
-  its burst is an assumption.
+  its burst is an assumption. With ``limits.start_ramp_per_s`` > 0 its rate ramps up while a backlog persists, up to
+  ``limits.start_rate_max``, and falls back when the backlog clears (models/inputs/startlimit.py; off by default).
 - containers run up to ``max_inputs`` inputs at once (``@modal.concurrent``); inputs go to a container below
   ``target_inputs`` first and burst up to ``max_inputs`` only when every container is at its target. The
-  autoscaler (models/inputs/autoscaler.py) sizes the pool to inputs in the system ÷ target_inputs.
+  autoscaler (models/inputs/autoscaler.py) sizes the pool to inputs in the system ÷ target_inputs
+  (``autoscaler.size_to = "in_system"``, the default), or to the inputs it could run within one decision interval
+  (``"startable"``: running + min(pending, what the start bucket can start within ``interval_s``), so that it does
+  not provision containers the start limit would leave without work; an assumption, a calibration target).
+- per-call overhead (models/inputs/overhead.py, off by default): ``overhead.dispatch`` between an input's start
+  (records' ``started``) and its work on the container, holding its slot; ``overhead.result`` between the end of its
+  work (the slot is freed) and the caller hearing back. ``overhead.submit`` is the callers' (models/inputs/clients.py).
 
 Left out: input timeouts and retries of failed inputs on the server side, the 2-minute cancel of a sync call
 whose caller left, result retention of spawned calls, and regions.
@@ -25,6 +32,7 @@ from dataclasses import dataclass
 
 from models.inputs.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
 from models.inputs.records import CallLog
+from models.inputs.startlimit import RampingStartBucket, StartBucket
 from sim.engine import Sim
 from sim.limiter import TokenBucket
 from sim.rng import Streams
@@ -66,6 +74,22 @@ class LimitParams:
         source="undocumented; assumption, not fitted (calibration/fit.py fits start_rate, autoscaler.interval_s, "
         "the cold-start median and scaleup_step only)",
     )
+    start_ramp_per_s: float = param(
+        0.0,
+        ge=0,
+        source="assumption: a start limit that ramps up while a backlog persists (issue 9), a calibration target",
+        doc="while inputs are pending the start rate grows by this many inputs/s per second; 0 = no ramp",
+    )
+    start_rate_max: float = param(
+        0.0,
+        ge=0,
+        source="assumption: the ramp's ceiling, a calibration target",
+        doc="the most the start rate ramps up to; 0 = no cap (used only with start_ramp_per_s > 0)",
+    )
+
+    def __post_init__(self) -> None:
+        if self.start_rate_max and self.start_rate_max < self.start_rate:
+            raise ValueError("start_rate_max: must be 0 (no cap) or >= start_rate")
 
 
 @dataclass(frozen=True)
@@ -100,10 +124,13 @@ class Function:
         streams: Streams,
         log: CallLog,
         on_done: Callable[[int], None],
+        overheads: tuple[Callable[[], float] | None, Callable[[], float] | None] = (None, None),
     ) -> None:
         self.sim = sim
         self.env = sim.env
         self.on_done = on_done
+        # per-call overhead samplers (models/inputs/overhead.py), None when that leg is 0: no draw, no event
+        self._dispatch, self._result = overheads
         # bound once: the per-input path below reads these millions of times
         self._call_at = sim.call_at
         self._finish_cb = self._finish
@@ -119,10 +146,19 @@ class Function:
             ]
             self.pending_cap = [limits.sync_pending_cap, limits.async_pending_cap]
             self.in_system_cap = limits.sync_in_system_cap
-            self.start_bucket: TokenBucket | None = TokenBucket(limits.start_rate, limits.start_burst)
+            if limits.start_ramp_per_s > 0:
+                self.start_bucket: StartBucket | None = RampingStartBucket(
+                    limits.start_rate, limits.start_burst, limits.start_ramp_per_s, limits.start_rate_max
+                )
+            else:
+                self.start_bucket = StartBucket(limits.start_rate, limits.start_burst)
         else:
             self.accept = None
             self.start_bucket = None
+        # the bucket to tell when a backlog begins and clears, only if it ramps (None: nothing to tell)
+        self._ramping = self.start_bucket if isinstance(self.start_bucket, RampingStartBucket) else None
+        self._startable = ap.size_to == "startable"
+        self._interval = ap.interval_s
         self._wake_pending = False
         self._spare: list[Container] = []  # containers below target_inputs (a stack; retired ones skipped)
         self._target = fp.target
@@ -153,13 +189,18 @@ class Function:
                 self.n_running[style] += 1
                 c.running += 1
                 self._started_at[call] = now
-                self._call_at(now + self._work[call], self._finish_cb, (call, style, c))
+                end = now + self._work[call]
+                if self._dispatch is not None:
+                    end += self._dispatch()
+                self._call_at(end, self._finish_cb, (call, style, c))
                 return None
         pending.append((call, style))
         self.n_pending[style] += 1
         if len(pending) == 1:
             # Otherwise the queue is already waiting for a container or a start token, and whatever brings one
             # (a finished input, a ready container, the limiter's wake-up) starts it.
+            if self._ramping is not None:
+                self._ramping.backlog(now, True)
             if not self.pool.ready and not self.pool.starting:
                 self.pool.scale_from_zero()
             self._start_pending()
@@ -198,12 +239,17 @@ class Function:
             call, style = pending.popleft()
             self.n_pending[style] -= 1
             self._start(call, style, c, now)
+        if self._ramping is not None:
+            self._ramping.backlog(now, False)  # the queue is empty: the backlog has cleared
 
     def _start(self, call: int, style: int, c: Container, now: float) -> None:
         self.n_running[style] += 1
         c.running += 1
         self._started_at[call] = now
-        self._call_at(now + self._work[call], self._finish_cb, (call, style, c))
+        end = now + self._work[call]
+        if self._dispatch is not None:
+            end += self._dispatch()
+        self._call_at(end, self._finish_cb, (call, style, c))
 
     def _wake(self, _arg: None) -> None:
         self._wake_pending = False
@@ -222,7 +268,12 @@ class Function:
             self.n_pending[nstyle] -= 1
             self.n_running[nstyle] += 1
             self._started_at[nxt] = now
-            self._call_at(now + self._work[nxt], self._finish_cb, (nxt, nstyle, c))
+            end = now + self._work[nxt]
+            if self._dispatch is not None:
+                end += self._dispatch()
+            self._call_at(end, self._finish_cb, (nxt, nstyle, c))
+            if not pending and self._ramping is not None:
+                self._ramping.backlog(now, False)
         else:
             c.running -= 1
             if c.running == 0:
@@ -232,7 +283,10 @@ class Function:
                 self._spare.append(c)
             if pending:
                 self._start_pending()  # no start token: schedules the limiter's wake-up
-        self.on_done(call)
+        if self._result is None:
+            self.on_done(call)
+        else:  # the result travels back to the caller (overhead.result); the slot is already free
+            self._call_at(now + self._result(), self.on_done, call)
 
     def state(self) -> tuple[int, int, int, str | None]:
         """(running, pending, containers, why pending inputs wait): what models/inputs/monitor.py samples."""
@@ -249,6 +303,12 @@ class Function:
 
     # --- autoscaling -----------------------------------------------------------------------------------------
     def _wanted(self) -> int:
+        if self._startable and self.start_bucket is not None:
+            # size_to = "startable": running inputs plus the pending ones the start limit can start within one
+            # decision interval; the rest of the queue would find no start token, whatever the containers
+            pending = len(self.pending)
+            startable = self.start_bucket.startable_within(self.env._now, self._interval)
+            return containers_for(self._in_system - pending + min(pending, startable), self._target)
         return containers_for(self._in_system, self._target)
 
     def _container_ready(self, c: Container) -> None:

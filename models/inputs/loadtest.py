@@ -5,7 +5,7 @@ The approach (``approach``: models/inputs/approaches/) says how calls are made a
 ``spawn``, ``copies``, ``batching`` or ``server``. The load (``load``: models/inputs/clients.py) is closed-loop clients
 or open-loop Poisson arrivals. Each Function (models/inputs/function.py) accepts and starts inputs on containers that
 its autoscaler (models/inputs/autoscaler.py) adds and removes; a monitor (models/inputs/monitor.py) samples what
-limits the run.
+limits the run. On the Function path each call may pay per-call overhead (``overhead``: models/inputs/overhead.py).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from models.inputs.autoscaler import AutoscalerParams
 from models.inputs.clients import LOADS, ArrivalParams, ClientParams
 from models.inputs.function import FunctionParams, LimitParams
 from models.inputs.monitor import Monitor
+from models.inputs.overhead import OverheadParams
 from models.inputs.records import ERROR_KINDS, CallLog, Window, summarize
 from sim.dists import Dist, Uniform
 from sim.engine import Sim
@@ -49,6 +50,7 @@ class _Scenario(Described):
     function: FunctionParams = section(FunctionParams)
     limits: LimitParams = section(LimitParams)
     autoscaler: AutoscalerParams = section(AutoscalerParams)
+    overhead: OverheadParams = section(OverheadParams)
     clients: ClientParams = section(ClientParams)
     arrivals: ArrivalParams = section(ArrivalParams)
 

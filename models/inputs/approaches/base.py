@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from models.inputs.clients import LOADS, Load, Target
 from models.inputs.function import SYNC, Function
+from models.inputs.overhead import sampler
 from models.inputs.records import CallLog
 from sim.engine import Sim
 from sim.rng import Streams
@@ -39,6 +40,8 @@ class Approach:
     ) -> list[Target]:
         """What the callers call: ``function.copies`` deployed copies of the Function (0: one per client)."""
         copies = sc.function.copies or sc.clients.count
+        # one sampler per overhead leg, shared by the copies (None: that leg is 0)
+        overheads = (sampler(sc.overhead, "dispatch", streams), sampler(sc.overhead, "result", streams))
         return [
             Function(
                 sim,
@@ -49,6 +52,7 @@ class Approach:
                 streams,
                 log,
                 done,
+                overheads,
             )
             for i in range(copies)
         ]

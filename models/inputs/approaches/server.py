@@ -7,6 +7,18 @@ it answers 503 (and a request reaching an empty pool triggers a cold start); whe
 the peak concurrency seen over ``scaleup_window_s`` (requests answered 503 count as demand). Serialization,
 retries and timeouts are the client's (models/inputs/clients.py).
 
+Container CPU (off by default: ``server.container_cpu`` and ``server.cpu_per_request_s`` both 0). With both > 0,
+each request needs ``cpu_per_request_s`` core-seconds of CPU (parsing, routing, serialization: everything but the
+handler's sleep) on its container, before its work. The container's CPU serves this work one request at a time, in
+arrival order (one uvicorn event loop: a single server, FCFS), at ``container_cpu`` core-seconds per second; so a
+request's CPU phase lasts cpu_per_request_s ÷ container_cpu and waits for the requests before it. (A server running
+several worker processes on a multi-core container would serve them in parallel: not modelled.) The proxy still
+picks the container with the fewest requests in progress. ``container_cpu`` is the reference test's ``cpu=1``
+(domain.md §1); ``cpu_per_request_s`` is an assumption and a calibration target.
+
+With ``autoscaler.burst_aware``, the requests answered 503 at one instant count together as demand (without it each
+counts as one request more than those in progress), so that the deferred scale-from-zero decision sees the burst.
+
 Left out: proxy authentication (Modal-Key/Modal-Secret), HTTP keep-alive and TLS costs, request bodies.
 """
 
@@ -41,6 +53,22 @@ class ServerParams:
     proxy_latency_s: float = param(
         0.005, ge=0, source="assumption: one in-region proxy hop (the reference ran in us-east)"
     )
+    container_cpu: float = param(
+        0.0,
+        ge=0,
+        source="@app.server(cpu=1) in the reference load test (domain.md §1); 0 = CPU not modelled",
+        doc="cores per container serving the requests' CPU work (with cpu_per_request_s > 0)",
+    )
+    cpu_per_request_s: float = param(
+        0.0,
+        ge=0,
+        source="assumption: not published, a calibration target",
+        doc="core-seconds of CPU per request besides its sleep, served FCFS per container; 0 = none",
+    )
+
+    def __post_init__(self) -> None:
+        if self.cpu_per_request_s > 0 and self.container_cpu <= 0:
+            raise ValueError("server.container_cpu: must be > 0 when cpu_per_request_s > 0")
 
 
 class Server(Approach):
@@ -72,6 +100,10 @@ class Proxy:
         self.log = log
         self.on_done = on_done
         self.active = 0
+        self._burst_aware = ap.burst_aware
+        self._n503, self._t503 = 0, -1.0  # burst_aware: requests answered 503 at the instant _t503
+        # seconds of CPU per request on one container (0: CPU not modelled)
+        self._cpu_s = sp.cpu_per_request_s / sp.container_cpu if sp.cpu_per_request_s > 0 else 0.0
         self._peak_since_decision = 0
         self._peaks: deque[tuple[float, int]] = deque()
         self.pool = ContainerPool(sim, ap, streams, name, self._wanted, self._container_ready)
@@ -79,7 +111,14 @@ class Proxy:
     def submit(self, call: int, style: int = 0) -> str | None:
         ready = self.pool.ready
         if not ready:
-            self._peak_since_decision = max(self._peak_since_decision, self.active + 1)
+            if self._burst_aware:  # the 503s of this instant are one burst of demand
+                now = self.sim.now
+                if now != self._t503:
+                    self._n503, self._t503 = 0, now
+                self._n503 += 1
+                self._peak_since_decision = max(self._peak_since_decision, self.active + self._n503)
+            else:
+                self._peak_since_decision = max(self._peak_since_decision, self.active + 1)
             self.pool.scale_from_zero()
             return "http_503"
         c = min(ready, key=_running)
@@ -90,7 +129,12 @@ class Proxy:
         self._peak_since_decision = max(self._peak_since_decision, self.active)
         now = self.sim.now
         self.log.started[call] = now + self.sp.proxy_latency_s
-        self.sim.call_in(self.log.work[call] + 2 * self.sp.proxy_latency_s, self._finish, (call, c))
+        if self._cpu_s:  # FCFS on the container's CPU, then the work, then back through the proxy
+            cpu_done = max(now + self.sp.proxy_latency_s, c.cpu_free) + self._cpu_s
+            c.cpu_free = cpu_done
+            self.sim.call_at(cpu_done + self.log.work[call] + self.sp.proxy_latency_s, self._finish, (call, c))
+        else:
+            self.sim.call_in(self.log.work[call] + 2 * self.sp.proxy_latency_s, self._finish, (call, c))
         return None
 
     def _finish(self, arg: tuple[int, Container]) -> None:

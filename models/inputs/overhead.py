@@ -1,0 +1,50 @@
+"""Per-call overhead on a Function's path (issue 9): the round trips that a call makes besides its own work.
+
+A call to a Function crosses the network and Modal's control plane three times (domain.md §1: "client → accept →
+start → result back"); each leg is a distribution of its own, drawn from its own named random stream:
+
+- ``overhead.submit``: from the client's call to the Function's accept (stream ``overhead/submit``). The call is in
+  transit: the accept limits, the pending queue and the autoscaler see it only when it arrives. A rejection is
+  known to the client at that moment (the rejection's own trip back is not modelled).
+- ``overhead.dispatch``: from the start (the start limit let the input through and it took a container slot: the
+  records' ``started``) to its work beginning on the container (stream ``overhead/dispatch``). The input holds its
+  slot during it, so a container's slot is busy for dispatch + work.
+- ``overhead.result``: from the end of the work on the container (the slot is freed at once) to the result back at
+  the caller (stream ``overhead/result``).
+
+All three are 0 by default: then no draw is made and no event is scheduled, and a run is exactly as without this
+mechanism. ``added_latency`` (response − own work) includes whatever they add. None is documented: each is an
+assumption and a calibration target (app copies' measured p50 added latency is 0.20 s, domain.md §1). The server
+approach has none of them: its requests go through the HTTP proxy (``server.proxy_latency_s``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sim.dists import Constant, Dist
+from sim.rng import Streams
+from sim.scenario import param
+
+_ASSUMPTION = "assumption: not published (domain.md §1 gives only end-to-end latencies), a calibration target"
+
+
+@dataclass(frozen=True)
+class OverheadParams:
+    submit: Dist = param(Constant(0.0), source=_ASSUMPTION, doc="client → the Function's accept (the call in transit)")
+    dispatch: Dist = param(
+        Constant(0.0), source=_ASSUMPTION, doc="started → work begins on the container (holds its container slot)"
+    )
+    result: Dist = param(Constant(0.0), source=_ASSUMPTION, doc="work done on the container → result at the caller")
+
+
+def is_zero(d: Dist) -> bool:
+    """True for the distribution that is always 0: the mechanism is off and nothing is drawn or scheduled."""
+    return isinstance(d, Constant) and d.x == 0.0
+
+
+def sampler(op: OverheadParams, leg: str, streams: Streams) -> Callable[[], float] | None:
+    """A sampler of one leg's delay from its stream ``overhead/LEG``, or None when that leg is always 0."""
+    d = getattr(op, leg)
+    return None if is_zero(d) else d.sampler(streams.get(f"overhead/{leg}"))
