@@ -79,8 +79,8 @@ OUT_OF_SAMPLE = [
     # Measured 800 calls/s equals batching's ideal, which a closed loop of ~10 s rounds completing inside 60 s cannot
     # reach (domain.md §1): the harness counted something else. The model's calls_per_s counts calls back in the
     # window (668, mean over SEEDS); its calls_issued_per_s is exactly 800 (six rounds of 8,000 items issued in 60 s).
-    pytest.param("batching", "calls_per_s", 800, id="batching-calls-per-s", marks=missed(668, 800, "calls/s")),
-    pytest.param("batching", "containers_peak", 6, id="batching-containers", marks=missed(1, 6, "containers")),
+    pytest.param("batching", "calls_per_s", 800, id="batching-calls-per-s", marks=missed(592, 800, "calls/s")),
+    pytest.param("batching", "containers_peak", 6, id="batching-containers"),
 ]
 
 
