@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from models.inputs import loadtest
 from models.inputs.records import ERROR_KINDS
@@ -123,3 +124,18 @@ def test_error_kinds_are_exactly_the_kinds_the_model_produces(tiny):
         assert kinds, f"nothing failed or was rejected in {case}"
         produced |= kinds
     assert produced == set(ERROR_KINDS)
+
+
+def test_the_binding_share_counts_pending_time_in_the_unit_of_its_capacity(tiny):
+    # Batching on one always-warm container that runs 2 chunks at once: chunks queue. The monitor's share for the
+    # wait is (pending input-seconds, sampled) ÷ (input-seconds the load holds in flight); a chunk is one input, so
+    # it must match the pending time in the records, chunk by chunk (before, capacity counted items: 1/8 of it).
+    tiny.update(approach="batching", work="constant(2)", duration_s=20.0)
+    tiny["batching"] = {"round_items": 64, "chunk_items": 8}
+    tiny["function"] = {"containers": 1, "max_inputs": 2}
+    m = loadtest.run(scenario(tiny), seed=0, records=True)
+    r = m["records"]
+    pending = (r["started"].clip(upper=20.0) - r["issued"]).clip(lower=0.0)[r["issued"] < 20.0].sum()
+    capacity = 1 * (64 // 8) * 20.0  # one client, 8 chunks in flight, 20 s
+    assert m["limit_share_autoscaler"] == pytest.approx(pending / capacity, rel=0.1)
+    assert m["binding_limit"] == "autoscaler"

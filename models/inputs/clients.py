@@ -73,7 +73,7 @@ class Load:
         self._jitter = streams.get("backoff")
         self.outstanding = 0  # inputs issued and not yet back: the run ends when none are, after the duration
         self.rejections: dict[str, int] = {}  # every rejected attempt, retried or not, by kind
-        self.lost: dict[str, float] = {}  # call-seconds lost to rejections, by kind (models/inputs/monitor.py)
+        self.lost: dict[str, float] = {}  # input-seconds lost to rejections, by kind (models/inputs/monitor.py)
         self._kinds, self._finished = log.kind, log.finished  # hot-path aliases
         self._pooled = http and cp.connection_limit > 0  # the client's HTTP connection pool binds
         self._conns = [0] * cp.count
@@ -135,7 +135,7 @@ class Load:
             self.log.attempts[call] = attempt + 1
             delay = min(self.cp.backoff_max_s, self.cp.backoff_base_s * 2 ** (attempt - 1))
             delay *= self._jitter.uniform(0.5, 1.0)
-            self.lost[kind] = self.lost.get(kind, 0.0) + delay * self.log.items.get(call, 1)
+            self.lost[kind] = self.lost.get(kind, 0.0) + delay
             self.sim.call_in(delay, self._send, call)
         else:
             self.lost[kind] = self.lost.get(kind, 0.0) + self.loss_of_failure(call)
@@ -171,12 +171,12 @@ class Load:
             self.sim.stop()  # the test is over: nothing more is in flight or will be issued
 
     def capacity(self, span: float) -> float:
-        """Call-seconds the load holds in flight over ``span`` seconds with nothing in its way."""
+        """Input-seconds the load holds in flight over ``span`` seconds with nothing in its way."""
         return self.cp.count * self.cp.in_flight * span
 
     def loss_of_failure(self, call: int) -> float:
-        """Call-seconds lost when ``call`` fails unretried: in a closed loop its slot ends."""
-        return max(0.0, self.duration - self.env._now) * self.log.items.get(call, 1)
+        """Input-seconds lost when ``call`` fails unretried: in a closed loop its slot ends."""
+        return max(0.0, self.duration - self.env._now)
 
     # What a closed-loop caller does when a call is back (a subclass's method); open loops do nothing.
     returned: Callable[[int], None] | None = None

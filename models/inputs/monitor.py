@@ -5,13 +5,13 @@ Function's pending queue, running inputs and containers, and why inputs wait: a 
 limiter has no token (``start_rate``), every container is full and more are on the way or not yet asked for
 (``autoscaler``: decision interval, scale-up step, cold starts), or the pool is at ``max_containers``.
 
-``binding_limit`` names the limit that costs the most, each cost counted in the same unit: call-seconds lost, as
-a share of the call-seconds the load would hold in flight over the measurement window. Pending inputs lose their
-time in the queue (sampled: pending inputs × dt, by reason); a rejected call that is retried loses its backoff;
-one that is not loses the rest of its slot in a closed loop (the caller's task ended) or its own work in an open
-one. Rejections map to limits by kind: ``accept_rate`` (rate_limited), ``pending_cap`` (queue_full), ``http_503``
-(no ready container), ``http_429`` (max_concurrency). Below 5% for all, nothing binds but the load itself:
-``none``.
+``binding_limit`` names the limit that costs the most, each cost counted in the same unit: input-seconds lost
+(a batched chunk is one input; otherwise an input is a call), as a share of the input-seconds the load would hold in
+flight over the measurement window. Pending inputs lose their time in the queue (sampled: pending inputs × dt, by
+reason); a rejected input that is retried loses its backoff; one that is not loses the rest of its slot in a closed
+loop (the caller's task ended) or its own work in an open one. Rejections map to limits by kind:
+``accept_rate`` (rate_limited), ``pending_cap`` (queue_full), ``http_503`` (no ready container), ``http_429``
+(max_concurrency). Below 5% for all, nothing binds but the load itself: ``none``.
 """
 
 from __future__ import annotations

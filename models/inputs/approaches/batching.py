@@ -5,6 +5,7 @@ its items); a rejected chunk that is not retried raises and ends that client's l
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -67,7 +68,8 @@ class BatchedRounds(Load):
             self.new_call(client, max(works), items=k, fails=fails)
 
     def capacity(self, span: float) -> float:
-        return self.cp.count * self.bp.round_items * span
+        """Input-seconds: a client holds its round's chunks in flight (the monitor counts pending chunks)."""
+        return self.cp.count * math.ceil(self.bp.round_items / self.bp.chunk_items) * span
 
     def _chunk_fails(self, k: int) -> bool:
         return bool(self._fail_rng.random() < 1.0 - (1.0 - self.bp.item_failure_prob) ** k)
