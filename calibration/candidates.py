@@ -9,7 +9,7 @@ built yet) or whose switches it rejects is reported as skipped, with the reason,
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from experiments.cli import load_scenario
 from models.inputs.loadtest import Scenario
@@ -30,9 +30,12 @@ class Free:
     grid: tuple[float, ...] = ()  # grid values (empty: start only)
     log: bool = True
     fmt: str = "{:.4g}"  # the --set value, from the number
+    also: tuple[str, ...] = ()  # further keys set to the same value (one parameter, several legs)
 
-    def setting(self, x: float) -> str:
-        return f"{self.key}={self.fmt.format(x)}"
+    def setting(self, x: float) -> list[str]:
+        """The ``--set`` overrides for value ``x``: ``key`` and every ``also`` key."""
+        value = self.fmt.format(x)
+        return [f"{k}={value}" for k in (self.key, *self.also)]
 
     def to_unit(self, x: float) -> float:
         """The value's coordinate in [0, 1] (log or linear in the range)."""
@@ -63,7 +66,13 @@ class Candidate:
 
     def settings(self, values: tuple[float, ...] | list[float]) -> list[str]:
         """The ``--set`` overrides of this candidate at ``values`` (one per free parameter)."""
-        return [*self.fixed, *(f.setting(x) for f, x in zip(self.free, values, strict=True))]
+        free = [s for f, x in zip(self.free, values, strict=True) for s in f.setting(x)]
+        return [*(s for s in self.fixed if s.split("=", 1)[0] not in self.free_keys), *free]
+
+    @property
+    def free_keys(self) -> set[str]:
+        """Every key a free parameter sets (a fixed switch on the same key yields to it)."""
+        return {k for f in self.free for k in (f.key, *f.also)}
 
     def start(self) -> tuple[float, ...]:
         return tuple(f.start for f in self.free)
@@ -72,7 +81,7 @@ class Candidate:
         """None if the model accepts this candidate, else why it is skipped ('unknown key ...' or the model's
         own message for a rejected value)."""
         known = schema_keys(Scenario)
-        for key in [s.split("=", 1)[0] for s in self.fixed] + [f.key for f in self.free]:
+        for key in [s.split("=", 1)[0] for s in self.fixed] + sorted(self.free_keys):
             if key not in known:
                 return f"unknown key {key}"
         for a in approaches:
@@ -85,48 +94,91 @@ class Candidate:
 
 # The parameters, with the ranges the search may explore.
 START_RATE = Free("start_rate", "limits.start_rate", 100.0, 5000.0, 1000.0, (500.0, 1000.0, 2000.0))
-INTERVAL = Free("interval_s", "autoscaler.interval_s", 0.5, 20.0, 4.5, (3.0, 4.5, 6.0))
+INTERVAL = Free("interval_s", "autoscaler.interval_s", 0.5, 20.0, 4.5, (1.0, 4.5))
 COLD_MEDIAN = Free(
     "cold_start_median_s",
     "autoscaler.cold_start",
     0.3,
     10.0,
     1.5,
-    (1.0, 2.0, 3.0),
+    (1.0, 2.0),
     fmt="lognormal({:.4g}, " + f"{COLD_START_SIGMA})",
 )
-SUBMIT = Free("overhead_submit_s", "overhead.submit", 0.005, 2.0, 0.05, fmt="constant({:.4g})")
-RESULT = Free("overhead_result_s", "overhead.result", 0.005, 2.0, 0.05, fmt="constant({:.4g})")
-START_BURST = Free("start_burst", "limits.start_burst", 1.0, 20000.0, 500.0, (100.0, 1000.0))
-START_RAMP = Free("start_ramp_per_s", "limits.start_ramp_per_s", 0.0, 200.0, 20.0, (0.0, 50.0), log=False)
+# The round trip as two equal legs (client → accept, result → client): one parameter, since no measured figure
+# tells the legs apart (each adds to every call's added latency and to its time in the client's loop).
+HALF_RTT = Free(
+    "overhead_leg_s",
+    "overhead.submit",
+    0.005,
+    2.0,
+    0.1,
+    fmt="constant({:.4g})",
+    also=("overhead.result",),
+)
+# The server's CPU per request besides its sleep, on @app.server(cpu=1)'s one core (domain.md §1).
+SERVER_CPU = Free("cpu_per_request_s", "server.cpu_per_request_s", 0.0002, 0.05, 0.004, (0.002, 0.006))
+START_BURST = Free("start_burst", "limits.start_burst", 1.0, 20000.0, 100.0, (10.0, 1000.0))
+START_RAMP = Free("start_ramp_per_s", "limits.start_ramp_per_s", 0.0, 100.0, 10.0, (5.0, 20.0), log=False)
+# Where a ramp carries the rate up, the base rate starts near the doc's "about 200/s" (domain.md §1); a smaller grid.
+SERVER_CPU_FIT = replace(SERVER_CPU, grid=())
+RAMP_BASE = replace(START_RATE, start=200.0, grid=(200.0, 500.0))
 
-BASELINE = (START_RATE, INTERVAL, COLD_MEDIAN)
-BURST_AWARE = ("autoscaler.burst_aware=true", "autoscaler.scaleup_step=0")
+# Every mechanism's switch in its "off" position (the model as before issue 9); a candidate turns some on.
+OFF = {
+    "limits.start_ramp_per_s": "0",
+    "limits.start_rate_max": "0",
+    "autoscaler.scaleup_step": "1",
+    "autoscaler.burst_aware": "false",
+    "autoscaler.size_to": "in_system",
+    "overhead.submit": "constant(0)",
+    "overhead.dispatch": "constant(0)",
+    "overhead.result": "constant(0)",
+    "server.container_cpu": "0",
+    "server.cpu_per_request_s": "0",
+}
+
+
+def switches(**on: str) -> tuple[str, ...]:
+    """Every switch of OFF as ``KEY=VALUE``, with those named in ``on`` (dots as ``__``) turned on: a candidate
+    states every mechanism, so the code defaults never decide what it fits."""
+    table = {**OFF, **{k.replace("__", "."): v for k, v in on.items()}}
+    return tuple(f"{k}={v}" for k, v in table.items())
+
+
+CPU_1 = {"server__container_cpu": "1"}
+WHOLE_BACKLOG = {"autoscaler__scaleup_step": "0", "autoscaler__burst_aware": "true", "autoscaler__size_to": "startable"}
 
 CANDIDATES: tuple[Candidate, ...] = (
     Candidate(
         "baseline",
-        "today's mechanisms: FIFO token-bucket start limit, one container added per decision",
-        ("autoscaler.scaleup_step=1",),
-        BASELINE,
+        "the model before issue 9: a FIFO token-bucket start limit, one container added per decision, no overhead",
+        switches(),
+        (START_RATE, INTERVAL, COLD_MEDIAN),
     ),
     Candidate(
         "overhead",
-        "baseline + per-call round-trip overhead (submit, result)",
-        ("autoscaler.scaleup_step=1",),
-        (*BASELINE, SUBMIT, RESULT),
+        "baseline + a per-call round trip (two equal legs: client → accept, result → client)",
+        switches(),
+        (START_RATE, INTERVAL, COLD_MEDIAN, HALF_RTT),
     ),
     Candidate(
-        "start-limit",
-        "a start limit with a burst that ramps while a backlog persists; scaling decisions see the whole backlog",
-        BURST_AWARE,
-        (START_RATE, START_BURST, START_RAMP),
+        "server-cpu",
+        "overhead + the server's requests sharing its container's one core (cpu=1)",
+        switches(**CPU_1),
+        (START_RATE, INTERVAL, COLD_MEDIAN, HALF_RTT, replace(SERVER_CPU, grid=())),
     ),
     Candidate(
-        "full",
-        "start-limit + overhead + baseline's autoscaler pace, containers sized to what can start",
-        (*BURST_AWARE, "autoscaler.size_to=startable"),
-        (START_RATE, START_BURST, START_RAMP, INTERVAL, COLD_MEDIAN, SUBMIT, RESULT),
+        "fifo-start",
+        "server-cpu + a start limit with a fitted burst, scaling decisions that see the whole backlog and size "
+        "containers to what the start limit can start",
+        switches(**CPU_1, **WHOLE_BACKLOG),
+        (replace(START_RATE, grid=(200.0, 1000.0)), START_BURST, INTERVAL, COLD_MEDIAN, HALF_RTT, SERVER_CPU_FIT),
+    ),
+    Candidate(
+        "ramp-start",
+        "fifo-start + a start rate that ramps up while a backlog persists",
+        switches(**CPU_1, **WHOLE_BACKLOG),
+        (RAMP_BASE, replace(START_BURST, grid=()), START_RAMP, INTERVAL, COLD_MEDIAN, HALF_RTT, SERVER_CPU_FIT),
     ),
 )
 

@@ -1,4 +1,11 @@
-"""Shared helpers: build scenarios from presets or plain dicts; a run's records as arrays."""
+"""Shared helpers: build scenarios from presets or plain dicts; a run's records as arrays.
+
+``scenario(tree)`` builds a scenario with issue 9's mechanisms switched off (calibration/candidates.py ``OFF``: no
+per-call overhead, a plain start bucket, one container per decision sized to the inputs in the system, no server CPU)
+beneath whatever the tree sets: the exact traces and invariants here check the machinery, and each mechanism is
+switched on explicitly where it is tested (tests/test_mechanisms.py). ``preset`` keeps the code's defaults (the
+fitted model).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +13,34 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from calibration.candidates import OFF
 from experiments.cli import load_scenario
 from models.inputs.loadtest import Scenario
-from sim.scenario import build
+from sim.scenario import build, parse_value
+
+
+def _nest(flat: dict[str, str]) -> dict:
+    tree: dict = {}
+    for key, value in flat.items():
+        section, name = key.split(".")
+        tree.setdefault(section, {})[name] = parse_value(value)
+    return tree
+
+
+MECHANISMS_OFF = _nest(OFF)
+
+
+def mechanisms_off(tree: dict) -> dict:
+    """``tree`` over MECHANISMS_OFF: every mechanism the tree does not set is off."""
+    out = {k: dict(v) for k, v in MECHANISMS_OFF.items()}
+    for k, v in tree.items():
+        out[k] = {**out.get(k, {}), **v} if isinstance(v, dict) and k in out else v
+    return out
 
 
 def scenario(tree: dict) -> Scenario:
-    return build(Scenario, tree)
+    """The scenario of ``tree`` with every mechanism it does not set switched off."""
+    return build(Scenario, mechanisms_off(tree))
 
 
 def preset(name: str, *sets: str) -> Scenario:

@@ -28,8 +28,10 @@ def test_records_are_one_row_per_input_and_agree_with_the_metrics():
     calls = m["records"]
     assert isinstance(calls, pd.DataFrame) and len(calls) == m["inputs"]
     assert (calls["started"].dropna() >= calls.loc[calls["started"].notna(), "issued"]).all()
+    issued = calls[calls["ok"] & (calls["issued"] < 10.0) & calls["finished"].notna()]
+    assert int(issued["items"].sum()) == m["calls"]
     back = calls[calls["ok"] & (calls["finished"] < 10.0)]
-    assert int(back["items"].sum()) == m["calls"]
+    assert int(back["items"].sum()) == m["calls_back"]
 
 
 def test_sandbox_and_start_records():

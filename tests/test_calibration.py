@@ -8,7 +8,7 @@ import math
 import pytest
 
 from calibration import report
-from calibration.candidates import BASELINE, CANDIDATES, Candidate, Free, by_name
+from calibration.candidates import CANDIDATES, HALF_RTT, OFF, Candidate, Free, by_name
 from calibration.fit import fit_all, main
 from calibration.objective import Objective, loss, term
 from calibration.search import Fit, profile
@@ -100,7 +100,7 @@ def test_a_leave_out_objective_has_no_term_and_no_run_of_the_left_out_approach()
 
 
 def test_an_unknown_candidate_key_is_reported_not_a_crash(capsys):
-    unknown = Candidate("future", "", ("autoscaler.no_such_switch=true",), BASELINE)
+    unknown = Candidate("future", "", ("autoscaler.no_such_switch=true",), CANDIDATES[0].free)
     bad_value = Candidate("bad", "", ("autoscaler.interval_s=-1",), ())
     assert unknown.check(APPROACHES) == "unknown key autoscaler.no_such_switch"
     assert "autoscaler.interval_s" in bad_value.check(APPROACHES)
@@ -112,8 +112,8 @@ def test_an_unknown_candidate_key_is_reported_not_a_crash(capsys):
 
 
 def test_candidates_are_named_uniquely_and_an_unknown_name_is_an_error():
-    assert [c.name for c in CANDIDATES] == ["baseline", "overhead", "start-limit", "full"]
-    assert [c.name for c in by_name(["full", "baseline", "full"])] == ["full", "baseline"]
+    assert [c.name for c in CANDIDATES] == ["baseline", "overhead", "server-cpu", "fifo-start", "ramp-start"]
+    assert [c.name for c in by_name(["ramp-start", "baseline", "ramp-start"])] == ["ramp-start", "baseline"]
     with pytest.raises(ValueError, match="nope"):
         by_name(["nope"])
 
@@ -132,6 +132,23 @@ def test_free_parameters_map_their_range_onto_the_unit_interval():
     assert lin.to_unit(50.0) == 0.25 and lin.from_unit(0.25) == 50.0
 
 
+def test_every_candidate_states_every_switch_and_a_free_key_overrides_its_switch():
+    for c in CANDIDATES:
+        keys = [s.split("=", 1)[0] for s in c.settings(c.start())]
+        assert len(keys) == len(set(keys)), c.name  # each key set once
+        assert set(OFF) <= set(keys), c.name  # the code defaults never decide what a candidate fits
+
+
+def test_one_free_parameter_can_set_several_keys():
+    assert HALF_RTT.setting(0.1) == ["overhead.submit=constant(0.1)", "overhead.result=constant(0.1)"]
+    cand = Candidate("rtt", "", ("overhead.submit=constant(0)", "overhead.dispatch=constant(0)"), (HALF_RTT,))
+    assert cand.settings([0.2]) == [
+        "overhead.dispatch=constant(0)",
+        "overhead.submit=constant(0.2)",
+        "overhead.result=constant(0.2)",
+    ]
+
+
 class Bowl:
     """A stand-in objective: loss = Σ (ln(x / centre) / width)² over the candidate's free parameters."""
 
@@ -148,7 +165,7 @@ class Bowl:
 
 
 def test_a_profile_flags_a_flat_parameter_and_pins_a_sharp_one():
-    cand = Candidate("b", "", (), BASELINE)
+    cand = Candidate("b", "", (), CANDIDATES[0].free)
     centres = {"start_rate": 1000.0, "interval_s": 4.5, "cold_start_median_s": 1.5}
     widths = {"start_rate": 0.1, "interval_s": 100.0, "cold_start_median_s": 0.5}  # sharp, flat, in between
     values = tuple(centres.values())
@@ -165,8 +182,19 @@ def test_aicc_penalises_parameters_and_the_lowest_is_kept():
     assert report.aicc(10.0, 3, 20) == pytest.approx(10.0 + 6 + 24 / 16)
     assert report.aicc(1.0, 19, 20) == math.inf
     small = Fit(CANDIDATES[0], values=(1000.0, 4.5, 1.5), loss=12.0)
-    big = Fit(CANDIDATES[3], values=(1.0,) * 7, loss=8.0)  # 4 less loss does not pay for 4 more parameters
+    big = Fit(CANDIDATES[4], values=(1.0,) * 7, loss=8.0)  # 4 less loss does not pay for 4 more parameters
     assert report.kept([small, big], 20) is small
+
+
+def test_the_candidate_with_more_figures_within_band_is_kept_before_aicc():
+    spawn = (Target("spawn", "calls_per_s", 589.0), Target("spawn", "containers_peak", 12.0))
+    near = {"spawn": {"calls_per_s": 590.0, "containers_peak": 12.0, "calls_issued": 1.0}}
+    off = {"spawn": {"calls_per_s": 589.0, "containers_peak": 14.0, "calls_issued": 1.0}}  # lower loss? no: 1 miss
+    small = Fit(CANDIDATES[0], values=(1000.0, 4.5, 1.5), loss=2.8, figures=off, targets=spawn)
+    big = Fit(CANDIDATES[4], values=(1.0,) * 7, loss=0.01, figures=near, targets=spawn)
+    assert report.within_bands(small) == 1 and report.within_bands(big) == 2
+    assert report.aicc(small.loss, 3, 20) < report.aicc(big.loss, 7, 20)
+    assert report.kept([small, big], 20) is big
 
 
 def test_the_written_parameter_file_round_trips_through_load_scenario(tmp_path):

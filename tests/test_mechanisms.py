@@ -1,6 +1,8 @@
 """The switchable mechanisms of issue 9, each on a tiny deterministic scenario with an exact trace where one exists:
 per-call overhead, a ramping start limit, burst-aware scale-from-zero (and scaleup_step 0), startable sizing and
-the server's container CPU. Each is off by default, and off means the run is exactly as without it."""
+the server's container CPU. The code's defaults are the fitted model (tests/test_reference.py); here every scenario
+starts with them all off (tests/conftest.py ``scenario``) and turns on the one tested; off means the run is exactly as
+without it."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from calibration.candidates import CANDIDATES, OFF
+from experiments.cli import load_scenario
 from models.inputs import loadtest
 from models.inputs.autoscaler import AutoscalerParams
 from models.inputs.function import SYNC, Function, FunctionParams, LimitParams
@@ -22,6 +26,8 @@ from sim.scenario import ScenarioError, schema_keys
 from sim.stats import percentiles
 from tests.conftest import columns, scenario
 from tests.test_properties import scenarios, test_every_call_is_accounted_for
+
+KEPT = "ramp-start"  # the candidate calibration.fit kept (README, "Model selection")
 
 
 def trace(tree: dict, series: dict | None = None) -> tuple[dict, dict]:
@@ -45,13 +51,27 @@ def test_the_mechanisms_keys_are_in_the_schema():
     } <= keys
 
 
-def test_defaults_are_off():
-    sc = scenario({})
-    assert str(sc.overhead.submit) == str(sc.overhead.dispatch) == str(sc.overhead.result) == "constant(0)"
-    assert sc.limits.start_ramp_per_s == 0 and sc.limits.start_rate_max == 0
-    assert sc.autoscaler.burst_aware is False and sc.autoscaler.size_to == "in_system"
-    assert sc.autoscaler.scaleup_step == 1
-    assert sc.server.container_cpu == 0 and sc.server.cpu_per_request_s == 0
+def test_off_is_a_complete_switch_and_the_defaults_are_the_kept_candidate():
+    off = scenario({})
+    assert str(off.overhead.submit) == str(off.overhead.dispatch) == str(off.overhead.result) == "constant(0)"
+    assert off.limits.start_ramp_per_s == 0 and off.limits.start_rate_max == 0
+    assert off.autoscaler.burst_aware is False and off.autoscaler.size_to == "in_system"
+    assert off.autoscaler.scaleup_step == 1
+    assert off.server.container_cpu == 0 and off.server.cpu_per_request_s == 0
+    # the code's defaults: every switch where the kept candidate (calibration/params/reference-loadtest.toml) puts
+    # it, and each mechanism it fits on (not at its off value)
+    kept = next(c for c in CANDIDATES if c.name == KEPT)
+    fixed = [x for x in kept.fixed if x.split("=", 1)[0] not in kept.free_keys]
+    on, default = load_scenario("loadtest-spawn", fixed, []), load_scenario("loadtest-spawn", [], [])
+
+    def value(sc: loadtest.Scenario, key: str) -> object:
+        section, name = key.split(".")
+        return getattr(getattr(sc, section), name)
+
+    for key in (x.split("=", 1)[0] for x in fixed):
+        assert value(default, key) == value(on, key), key
+    for key in kept.free_keys & set(OFF):
+        assert value(default, key) != value(off, key), key
 
 
 # --- 1. per-call overhead -------------------------------------------------------------------------------------------

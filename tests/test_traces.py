@@ -25,7 +25,9 @@ def test_closed_loop_on_a_warm_container(tiny):
     # each return issues the next call at once, until the 5 s duration: issued at 0,0,0,2,2,4,4
     assert a["issued"].tolist() == [0, 0, 0, 2, 2, 4, 4]
     assert a["finished"].tolist() == [2, 2, 4, 4, 6, 6, 8]
-    assert m["calls"] == 4 and m["first_n_back_s"] == 4.0 and m["sim_time_s"] == 8.0
+    # calls: issued in the 5 s window and back ok (whenever: the run drains); calls_back: back inside the window
+    assert m["calls"] == 7 and m["calls_back"] == 4
+    assert m["first_n_back_s"] == 4.0 and m["sim_time_s"] == 8.0
 
 
 def test_start_limiter_paces_starts(tiny):
@@ -84,7 +86,9 @@ def test_batching_chunk_is_its_slowest_item(tiny):
     m, a = trace(tiny)
     assert a["items"][:3].tolist() == [4, 4, 2]
     np.testing.assert_allclose(a["finished"][:3] - a["started"][:3], a["work"][:3])
-    assert m["calls"] == int(a["items"][(a["finished"] < 5.0) & (a["kind"] == "")].sum())
+    ok = a["kind"] == ""
+    assert m["calls"] == int(a["items"][(a["issued"] < 5.0) & ok & ~np.isnan(a["finished"])].sum())
+    assert m["calls_back"] == int(a["items"][(a["finished"] < 5.0) & ok].sum())
 
 
 def test_errors_count_failures_back_in_the_window_like_calls(tiny):
@@ -97,7 +101,7 @@ def test_errors_count_failures_back_in_the_window_like_calls(tiny):
     tiny["function"] = {"containers": 1, "max_inputs": 10}
     m, a = trace(tiny)
     assert a["finished"].tolist() == [2, 2, 4, 4, 6, 6]
-    assert m["calls"] == 0
+    assert m["calls"] == 0 and m["calls_back"] == 0
     assert m["errors"] == 3 and m["errors_by_kind"] == {"item_failed": 3}
     assert m["errors_total"] == 9
 

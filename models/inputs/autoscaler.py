@@ -34,32 +34,34 @@ from sim.scenario import param
 @dataclass(frozen=True)
 class AutoscalerParams:
     interval_s: float = param(
-        4.71,
+        1.92,
         gt=0,
-        source="undocumented; fitted to the reference load test (calibration/fit.py)",
+        source="undocumented; fitted to domain.md §1 (calibration/params/reference-loadtest.toml)",
         doc="time between scaling decisions",
     )
     scaleup_step: int = param(
-        1,
+        0,
         ge=0,
-        source="undocumented; chosen by the fit to the reference load test from 1 or 2 (calibration/fit.py)",
+        source="undocumented; 0 in the candidate kept by calibration.fit (calibration/params/reference-loadtest.toml)",
         doc="most containers added per decision per Function; 0 = no cap (all that are wanted at once)",
     )
     burst_aware: bool = param(
-        False,
-        source="assumption: scale-from-zero sees the whole same-instant backlog (issue 9), a calibration target",
+        True,
+        source="assumption: scale-from-zero sees the whole same-instant backlog (issue 9); on in the candidate kept by "
+        "calibration.fit",
         doc="true: work reaching an empty pool is sized at the end of the instant, to the whole burst",
     )
     size_to: Literal["in_system", "startable"] = param(
-        "in_system",
-        source="in_system: domain.md §1 ('Modal adds containers as calls pile up'); startable: assumption, a "
-        "calibration target",
+        "startable",
+        source="in_system: domain.md §1 ('Modal adds containers as calls pile up'); startable (in use): assumption, "
+        "in the candidate kept by calibration.fit",
         doc="a Function's wanted load: inputs in the system, or running + the pending its start limit can start "
         "within interval_s",
     )
     cold_start: Dist = param(
-        LogNormal(1.54, 0.3),
-        source="domain.md §1 'boot in about one second'; median fitted to the reference load test",
+        LogNormal(3.47, 0.3),
+        source="median fitted to domain.md §1 (calibration/params/reference-loadtest.toml), sigma an assumption; "
+        "domain.md §1 says containers 'boot in about one second': README, 'Model selection'",
         doc="container start to ready, for a program that imports nothing heavy",
     )
     program: str = param(

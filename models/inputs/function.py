@@ -62,28 +62,29 @@ class LimitParams:
     )
     async_pending_cap: int = param(1_000_000, ge=0, source="domain.md §1 limits table (1,000,000 queued)")
     start_rate: float = param(
-        1030.0,
+        363.0,
         gt=0,
-        source="undocumented (domain.md §1); fitted to the reference load test (calibration/fit.py): the lowest "
-        "rate consistent with it, which bounds it only from below",
+        source="undocumented (domain.md §1: 'above about 200/s per Function, extra inputs wait'); "
+        "fitted to domain.md §1 (calibration/params/reference-loadtest.toml)",
         doc="inputs started per second per Function",
     )
     start_burst: float = param(
-        500.0,
+        13.4,
         ge=1,
-        source="undocumented; assumption, not fitted (calibration/fit.py fits start_rate, autoscaler.interval_s, "
-        "the cold-start median and scaleup_step only)",
+        source="undocumented; "
+        "fitted to domain.md §1 (calibration/params/reference-loadtest.toml), not pinned down (profile 1 .. 141)",
     )
     start_ramp_per_s: float = param(
-        0.0,
+        7.3,
         ge=0,
-        source="assumption: a start limit that ramps up while a backlog persists (issue 9), a calibration target",
+        source="assumption: a start limit that ramps up while a backlog persists (issue 9); "
+        "fitted to domain.md §1 (calibration/params/reference-loadtest.toml)",
         doc="while inputs are pending the start rate grows by this many inputs/s per second; 0 = no ramp",
     )
     start_rate_max: float = param(
         0.0,
         ge=0,
-        source="assumption: the ramp's ceiling, a calibration target",
+        source="assumption: the ramp's ceiling; not fitted (0: the reference test does not reach one)",
         doc="the most the start rate ramps up to; 0 = no cap (used only with start_ramp_per_s > 0)",
     )
 

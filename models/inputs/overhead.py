@@ -27,16 +27,20 @@ from sim.dists import Constant, Dist
 from sim.rng import Streams
 from sim.scenario import param
 
-_ASSUMPTION = "assumption: not published (domain.md §1 gives only end-to-end latencies), a calibration target"
+_ASSUMPTION = "assumption: not published (domain.md §1 gives only end-to-end latencies)"
+_FITTED = (
+    "not published; submit and result one equal leg, "
+    "fitted to domain.md §1 (calibration/params/reference-loadtest.toml)"
+)
 
 
 @dataclass(frozen=True)
 class OverheadParams:
-    submit: Dist = param(Constant(0.0), source=_ASSUMPTION, doc="client → the Function's accept (the call in transit)")
+    submit: Dist = param(Constant(0.118), source=_FITTED, doc="client → the Function's accept (the call in transit)")
     dispatch: Dist = param(
         Constant(0.0), source=_ASSUMPTION, doc="started → work begins on the container (holds its container slot)"
     )
-    result: Dist = param(Constant(0.0), source=_ASSUMPTION, doc="work done on the container → result at the caller")
+    result: Dist = param(Constant(0.118), source=_FITTED, doc="work done on the container → result at the caller")
 
 
 def is_zero(d: Dist) -> bool:

@@ -93,8 +93,12 @@ def summarize(a: dict[str, np.ndarray], window: Window) -> dict:
     an input is one call. Metrics named ``calls*`` and ``errors*`` count calls; ``inputs*`` count inputs; the added
     latency percentiles, ``response_mean_s`` and the waits are per input (a chunk's own work is its slowest item).
 
-    Window [start, end). ``calls`` and ``errors`` (and ``errors_by_kind``) count calls back in the window, by success
-    or failure; ``errors_total`` counts every failed call of the run, before, in and after the window. Latencies and
+    Window [start, end). ``calls`` counts the calls issued (first attempt) in the window that come back successfully,
+    whenever they come back (the run drains: ``drain_s``); ``calls_per_s`` is ``calls`` over the window's span. This
+    is the one rule for every approach (README, "Counting rules"); the other rule is kept under its own name:
+    ``calls_back`` counts the successful calls that come back inside the window, whenever issued
+    (``calls_back_per_s``). ``errors`` (and ``errors_by_kind``) count failed calls back in the window;
+    ``errors_total`` counts every failed call of the run, before, in and after the window. Latencies and
     waits are those of inputs issued (first attempt) in the window. Little's law, L = λW, in either unit:
     ``*_in_flight_mean`` (L: issued and not yet back, success or failure, time-averaged over the window),
     ``*_issued_per_s`` (λ: first attempts in the window) and ``*_time_in_system_mean_s`` (W: back − first attempt,
@@ -109,7 +113,8 @@ def summarize(a: dict[str, np.ndarray], window: Window) -> dict:
     issued_in_window = (issued >= window.start) & (issued < window.end)
     span = window.end - window.start
 
-    calls = int(items[ok & in_window].sum())
+    calls = int(items[ok & done & issued_in_window].sum())
+    calls_back = int(items[ok & in_window].sum())
     initial = a["initial"]
     first_back = float(finished[initial].max()) if initial.any() and done[initial].all() else NAN
 
@@ -135,6 +140,8 @@ def summarize(a: dict[str, np.ndarray], window: Window) -> dict:
     return {
         "calls": calls,
         "calls_per_s": calls / span,
+        "calls_back": calls_back,
+        "calls_back_per_s": calls_back / span,
         "first_n_back_s": finite(first_back),
         **percentiles(added, "added_latency"),
         "errors": int(items[failed_in_window].sum()),
