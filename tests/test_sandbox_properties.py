@@ -25,7 +25,8 @@ LONG = 600.0  # a horizon no run needs: with room for all and none finishing, ev
 def sandbox_scenarios(draw: st.DrawFn) -> dict:
     cpu = draw(st.sampled_from([0.5, 4.0, 16.0]))
     worker_cpu = draw(st.sampled_from([16.0, 64.0]))
-    slots = max(1, math.floor(worker_cpu / cpu))
+    memory = draw(st.sampled_from([1.0, 64.0]))  # with 256 GiB workers: 64 GiB sandboxes are 4 per worker by memory
+    slots = min(math.floor(worker_cpu / cpu), math.floor(256.0 / memory))
     lifetime = draw(st.sampled_from([0.0, 0.5, 5.0]))
     fits = draw(st.booleans())
     if fits:  # room for the whole burst at once, with some to spare
@@ -42,7 +43,7 @@ def sandbox_scenarios(draw: st.DrawFn) -> dict:
         "model": "sandboxes",
         "control_plane": draw(st.sampled_from(["modal-v2", "modal-v1", "kubernetes"])),
         "horizon_s": horizon,
-        "sandboxes": {"count": count, "cpu": cpu, "lifetime_s": lifetime},
+        "sandboxes": {"count": count, "cpu": cpu, "memory_gib": memory, "lifetime_s": lifetime},
         "client": {
             "rate": draw(st.floats(10, 5000)),
             "concurrency": draw(st.integers(1, 500)),
@@ -51,7 +52,9 @@ def sandbox_scenarios(draw: st.DrawFn) -> dict:
         "fleet": {
             "workers": workers,
             "worker_cpu": worker_cpu,
+            "worker_memory_gib": 256.0,
             "rtnl_hold_s": draw(st.sampled_from([0.0, 0.01, 0.156])),
+            "allow_overload": not fits,
         },
         "scheduler": {
             "count": draw(st.integers(1, 8)),
@@ -69,7 +72,8 @@ def test_sandbox_creation_never_overfills_a_worker_nor_loses_a_sandbox(tree, see
     m = sandboxes.run(build_scenario(tree), seed=seed, records=True)
     r = m["records"]
     count, workers = tree["sandboxes"]["count"], tree["fleet"]["workers"]
-    slots = max(1, math.floor(tree["fleet"]["worker_cpu"] / tree["sandboxes"]["cpu"]))
+    sb, fl = tree["sandboxes"], tree["fleet"]
+    slots = min(math.floor(fl["worker_cpu"] / sb["cpu"]), math.floor(fl["worker_memory_gib"] / sb["memory_gib"]))
 
     # a worker is its own source of truth: never more sandboxes than slots, on any worker or over the fleet
     assert 1 <= m["worker_slots_in_use_max"] <= slots or m["sandboxes_created"] == 0
@@ -85,9 +89,12 @@ def test_sandbox_creation_never_overfills_a_worker_nor_loses_a_sandbox(tree, see
     if tree["sandboxes"]["lifetime_s"] == 0:  # nothing is released: every placement still holds its slot at the end
         assert round(m["worker_slots_filled"] * workers * slots) >= (~np.isnan(placed)).sum()
         assert (~np.isnan(placed)).sum() <= workers * slots
-    # the run ends before its horizon only once every sandbox is created (and then only when none ever finishes)
+    # the run ends before its horizon only once every sandbox is created, or once a fleet too small for them is full
+    # and all it holds are running (and then only when none ever finishes)
     if m["sim_time_s"] < tree["horizon_s"]:
-        assert m["sandboxes_created"] == count and tree["sandboxes"]["lifetime_s"] == 0
+        assert tree["sandboxes"]["lifetime_s"] == 0
+        full = m["sandboxes_created"] == workers * slots < count
+        assert m["sandboxes_created"] == count or (full and m["bottleneck"] == "capacity")
     # and given room and time, none is lost on the way
     if workers * slots >= count and tree["sandboxes"]["lifetime_s"] == 0 and tree["horizon_s"] == LONG:
         assert m["sandboxes_created"] == count
@@ -103,6 +110,9 @@ def test_sandbox_creation_never_overfills_a_worker_nor_loses_a_sandbox(tree, see
     util = m["utilization"]
     assert all(0 <= u <= 1 for u in util.values()), util
     top = max(util, key=util.get)
-    assert m["bottleneck"] == (top if util[top] >= LIMITING else "none")
+    assert m["bottleneck"] == (
+        "capacity" if m["bottleneck"] == "capacity" else top if util[top] >= LIMITING else "none"
+    )
+    assert m["bottleneck"] != "capacity" or m["sandboxes_created"] == workers * slots < count
     for q in ("tti_p50_s", "schedule_latency_p50_s"):
         assert m[q] is None or m[q] >= 0

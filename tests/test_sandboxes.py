@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -178,7 +179,14 @@ def test_power_of_d_matches_the_supermarket_model(d, n, horizon, warmup):
 # runs where busy time used to outlast the span it was divided by: fleets too small for the burst (retries until the
 # horizon), churn (lifetime > 0: the run goes on after the last create) and horizons that cut the burst short
 AWKWARD = {
-    "tiny-fleet": ("sandboxes.count=60", "sandboxes.cpu=16", "fleet.workers=2", "fleet.worker_cpu=16", "horizon_s=2"),
+    "tiny-fleet": (
+        "sandboxes.count=60",
+        "sandboxes.cpu=16",
+        "fleet.workers=2",
+        "fleet.worker_cpu=16",
+        "fleet.allow_overload=true",
+        "horizon_s=2",
+    ),
     "churn": ("sandboxes.count=200", "sandboxes.lifetime_s=0.5", "fleet.workers=3", "horizon_s=5"),
     "short-horizon": ("sandboxes.count=3000", "fleet.workers=50", "horizon_s=0.3"),
 }
@@ -190,7 +198,10 @@ def test_every_utilization_is_a_busy_fraction_of_the_span(name, case):
     m = sandboxes(name, *AWKWARD[case])
     assert m["utilization"] and all(0 <= u <= 1 for u in m["utilization"].values()), m["utilization"]
     top = max(m["utilization"], key=m["utilization"].get)
-    assert m["bottleneck"] == (top if m["utilization"][top] >= LIMITING else "none")
+    if case == "tiny-fleet":  # 2 slots for 60 sandboxes: the run ends once both are taken and running
+        assert m["bottleneck"] == "capacity" and m["sandboxes_created"] == 2 and m["sim_time_s"] < 2
+    else:
+        assert m["bottleneck"] == (top if m["utilization"][top] >= LIMITING else "none")
 
 
 def test_busy_by_now_counts_only_the_service_before_now():
@@ -231,6 +242,7 @@ def test_a_stream_backlog_grows_from_its_first_publish_not_from_time_zero():
     sc = preset(
         "sandboxes-v2",
         "fleet.workers=200",
+        "sandboxes.count=1000",
         "scheduler.stream_msgs_per_s=1000",
         "scheduler.publish_interval_s=0.1",
         "scheduler.publish_phases=1",
@@ -243,6 +255,35 @@ def test_a_stream_backlog_grows_from_its_first_publish_not_from_time_zero():
     sim.run(until=50.95)  # publishes at 50.0, 50.1, ..., 50.9
     assert plane.extra_metrics()["stream_offered_load"] == pytest.approx(2.0)
     assert plane.extra_metrics()["stream_lag_max_s"] == pytest.approx(sc.scheduler.stream_lag_s + (2 - 1) * 0.9)
+
+
+@pytest.mark.parametrize(
+    "sets, key",
+    [
+        (("sandboxes.count=3000000",), "sandboxes.count"),  # 20,000 workers × 128 slots = 2,560,000
+        (("fleet.workers=1",), "sandboxes.count"),
+        (("sandboxes.cpu=65",), "sandboxes.cpu"),  # bigger than a worker: not one slot
+        (("sandboxes.memory_gib=300",), "sandboxes.memory_gib"),
+        (("sandboxes.count=2000", "fleet.workers=1", "sandboxes.memory_gib=64"), "sandboxes.count"),  # 4 by memory
+    ],
+)
+def test_a_fleet_that_cannot_hold_the_burst_exits_2_before_running(capsys, sets, key):
+    args = ["sandboxes-v2", *(x for s in sets for x in ("--set", s))]
+    t0 = time.perf_counter()
+    assert run_cmd.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f": {key}:" in err and time.perf_counter() - t0 < 5
+
+
+@pytest.mark.parametrize("name", ["sandboxes-v2", "sandboxes-v1", "sandboxes-k8s"])
+def test_an_overloaded_fleet_ends_once_full_with_capacity_as_the_bottleneck(name):
+    t0 = time.perf_counter()
+    m = sandboxes(name, "sandboxes.count=5000", "fleet.workers=10", "fleet.allow_overload=true")
+    assert time.perf_counter() - t0 < 30
+    assert m["sandboxes_created"] == 10 * 128 < m["sandboxes_requested"]
+    assert m["bottleneck"] == "capacity" and m["sim_time_s"] < 60
+    if name != "sandboxes-v1":  # v1 resamples from Postgres' truth; v2 and kubernetes ask a full worker
+        assert m["rejections"] > 0
 
 
 def test_bad_sandbox_input_exits_2(capsys):

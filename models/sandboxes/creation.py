@@ -18,7 +18,10 @@ span's start and at its end (``Meter``, models/sandboxes/fleet.py), so service b
 before it, does not count. The resources are the control plane's own (models/sandboxes/planes/), the workers' rtnl
 locks, and the benchmark client; the client and the rate limits are token buckets, read as the requests they let
 through in the span over the most they can (burst + rate × span). ``bottleneck`` is the most utilized resource if it
-is limiting, that is busy at least ``LIMITING`` of the span, else ``"none"`` (the load itself sets the pace). A short
+is limiting, that is busy at least ``LIMITING`` of the span, else ``"none"`` (the load itself sets the pace).
+A burst the fleet cannot hold (``fleet.allow_overload``; otherwise it is an error before the run) ends once the fleet
+is full and every placed sandbox is running: ``sandboxes_created`` < requested, the rejections so far, and
+``bottleneck = "capacity"``. A short
 burst's span is mostly the start path's tail (about a second), so there every resource looks less busy than it was
 while the creates went through. Fill levels and offered loads are not busy fractions and are reported on their own:
 ``worker_slots_filled`` (the most slots in use over the fleet at once ÷ all slots), ``worker_slots_in_use_max`` (the
@@ -34,7 +37,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from models.sandboxes.fleet import BenchmarkClientParams, Fleet, FleetParams, Meter, SandboxParams
+from models.sandboxes.fleet import BenchmarkClientParams, Fleet, FleetParams, Meter, SandboxParams, capacity_error
 from models.sandboxes.planes import PLANES, ControlPlane
 from sim.engine import Sim
 from sim.model import Figure, Model, TimeSeries, records_frame
@@ -63,6 +66,11 @@ class _SandboxScenario(Described):
     client: BenchmarkClientParams = section(BenchmarkClientParams)
     fleet: FleetParams = section(FleetParams)
 
+    def __post_init__(self) -> None:
+        why = capacity_error(self.fleet, self.sandboxes)
+        if why:
+            raise ValueError(why)
+
 
 SandboxScenario = with_sections(_SandboxScenario, {p.section: p.Params for p in PLANES.values()}, "SandboxScenario")
 
@@ -87,6 +95,7 @@ class Creation:
         # (time, busy time of each resource) at the start and the end of the span (module docstring)
         self.span_start: tuple[float, dict[str, float]] | None = None
         self.span_end: tuple[float, dict[str, float]] | None = None
+        self.full = False  # the run ended because the fleet was full for good (module docstring)
 
     def reading(self) -> tuple[float, dict[str, float]]:
         """Now, and the busy time so far of every resource."""
@@ -136,6 +145,12 @@ class Creation:
         self.created += 1
         if self.sc.sandboxes.lifetime_s > 0:
             self.sim.call_in(self.sc.sandboxes.lifetime_s, self._finished, (sandbox, worker))
+        elif self.fleet.in_use == self.fleet.total and self.created == self.fleet.in_use < self.sc.sandboxes.count:
+            # the fleet is full and nothing will ever leave it (fleet.allow_overload): every create still out
+            # would be rejected for good, so the run ends here, with what was created
+            self.full = True
+            self.span_end = self.reading()
+            self.sim.stop()
         if self.created == self.sc.sandboxes.count:
             self.span_end = self.reading()
             if self.sc.sandboxes.lifetime_s == 0:
@@ -200,7 +215,7 @@ def summarize(creation: Creation, sc: SandboxScenario, cp: ControlPlane, fleet: 
     span, util = utilization(creation)
     util = {k: round(v, 6) for k, v in sorted(util.items())}  # rounding also drops float residue below 1e-6
     top = max(util, key=util.__getitem__)
-    bottleneck = top if util[top] >= LIMITING else "none"
+    bottleneck = "capacity" if creation.full else top if util[top] >= LIMITING else "none"
     if series is not None:
         t = np.arange(0.0, (last if done.any() else creation.sim.now) + 1.0, 1.0)
         created_by = np.searchsorted(np.sort(running[done]), t, side="right")

@@ -41,6 +41,7 @@ from sim.scenario import param
 class SandboxParams:
     count: int = param(1_000_000, ge=1, source="domain.md §2: one million sandboxes created in under a minute")
     cpu: float = param(0.5, gt=0, source="assumption: a small sandbox's CPU request")
+    memory_gib: float = param(1.0, gt=0, source="assumption: a small sandbox's memory request")
     lifetime_s: float = param(0.0, ge=0, doc="how long a sandbox runs once started; 0 = until the end (all at once)")
 
 
@@ -61,6 +62,12 @@ class BenchmarkClientParams:
 class FleetParams:
     workers: int = param(20_000, ge=1, source="domain.md §2: tens of thousands of workers")
     worker_cpu: float = param(64.0, gt=0, source="assumption: CPUs per worker")
+    worker_memory_gib: float = param(256.0, gt=0, source="assumption: memory per worker (4 GiB per CPU)")
+    allow_overload: bool = param(
+        False,
+        doc="true: run a burst the fleet cannot hold (it ends once the fleet is full); false: such a scenario is an "
+        "error before it runs",
+    )
     rpc_s: float = param(0.002, ge=0, source="assumption: a worker handles the create RPC")
     container_create: Dist = param(LogNormal(0.25, 0.5), source="assumption: gVisor sandbox create, before networking")
     rtnl_hold_s: float = param(
@@ -70,6 +77,34 @@ class FleetParams:
         "(after the networking change; before it, 0.156 s: 64 parallel `docker run` spread over ~10 s)",
     )
     start: Dist = param(LogNormal(0.3, 0.4), source="assumption: the rest of the start, after networking")
+
+
+def slots_per_worker(fp: FleetParams, sp: SandboxParams) -> int:
+    """Sandboxes one worker holds at once: as many as its CPUs and its memory both allow."""
+    return min(math.floor(fp.worker_cpu / sp.cpu), math.floor(fp.worker_memory_gib / sp.memory_gib))
+
+
+def capacity_error(fp: FleetParams, sp: SandboxParams) -> str | None:
+    """Why the fleet certainly cannot run the burst (one line naming the keys), or None.
+
+    A sandbox bigger than a worker fits nowhere. A burst of sandboxes that run until the end (``lifetime_s`` 0) needs
+    a slot each at once: more than the fleet's slots is certain to fail, unless ``fleet.allow_overload`` asks to
+    study it."""
+    if sp.cpu > fp.worker_cpu:
+        return f"sandboxes.cpu: {sp.cpu:g} CPUs is more than a worker has (fleet.worker_cpu {fp.worker_cpu:g})"
+    if sp.memory_gib > fp.worker_memory_gib:
+        return (
+            f"sandboxes.memory_gib: {sp.memory_gib:g} GiB is more than a worker has "
+            f"(fleet.worker_memory_gib {fp.worker_memory_gib:g})"
+        )
+    total = fp.workers * slots_per_worker(fp, sp)
+    if sp.lifetime_s == 0 and sp.count > total and not fp.allow_overload:
+        return (
+            f"sandboxes.count: {sp.count:,} sandboxes running at once need more than the fleet's {total:,} slots "
+            f"(fleet.workers {fp.workers:,} × {slots_per_worker(fp, sp)} per worker, by fleet.worker_cpu and "
+            "fleet.worker_memory_gib); set fleet.allow_overload = true to study a fleet that cannot hold the burst"
+        )
+    return None
 
 
 class Meter(Protocol):
@@ -182,7 +217,8 @@ class Fleet:
     ) -> None:
         self.sim = sim
         self.fp = fp
-        self.slots = max(1, math.floor(fp.worker_cpu / sp.cpu))
+        self.slots = slots_per_worker(fp, sp)  # >= 1: a sandbox bigger than a worker is rejected before the run
+        self.total = self.slots * fp.workers
         self.used = [0] * fp.workers  # true slots in use: the worker is its own source of truth
         self.locks = Locks(sim, fp.workers)
         self.on_running = on_running
