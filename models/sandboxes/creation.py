@@ -31,7 +31,9 @@ most slots in use on one worker at once, never above its slots), and the planes'
 
 from __future__ import annotations
 
+import heapq
 import time
+from array import array
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -82,12 +84,14 @@ class Creation:
         self.sim = sim
         self.sc = sc
         n = sc.sandboxes.count
-        self.requested = [NAN] * n  # first create attempt
-        self.placed = [NAN] * n  # accepted by a worker (v2) / assigned (v1) / bound (kubernetes)
-        self.running = [NAN] * n  # able to run user code
+        # raw doubles (array.array), not lists of float objects: ten million sandboxes hold 240 MB, not 1 GB
+        self.requested = array("d", [NAN]) * n  # first create attempt
+        self.placed = array("d", [NAN]) * n  # the create call returned: placed on a worker and starting
+        self.running = array("d", [NAN]) * n  # able to run user code
         self.issued = 0
         self.outstanding = 0
-        self.created = 0
+        self.placements = 0
+        self.last_running = 0.0
         self._tokens = 0.0
         self.cp: ControlPlane | None = None
         self.fleet: Fleet | None = None
@@ -95,6 +99,7 @@ class Creation:
         # (time, busy time of each resource) at the start and the end of the span (module docstring)
         self.span_start: tuple[float, dict[str, float]] | None = None
         self.span_end: tuple[float, dict[str, float]] | None = None
+        self._returns: list[float] = []  # a heap: when each create call still out returns (placed ones)
         self.full = False  # the run ended because the fleet was full for good (module docstring)
 
     def reading(self) -> tuple[float, dict[str, float]]:
@@ -115,9 +120,12 @@ class Creation:
 
     def _tick(self, _arg: None) -> None:
         c = self.sc.client
+        now = self.sim.env._now
+        while self._returns and self._returns[0] <= now:  # create calls back by now
+            heapq.heappop(self._returns)
+            self.outstanding -= 1
         self._tokens = min(self._tokens + c.rate * c.tick_s, max(1.0, c.rate * c.tick_s))
         n = min(int(self._tokens), c.concurrency - self.outstanding, self.sc.sandboxes.count - self.issued)
-        now = self.sim.env._now
         if n > 0 and self.span_start is None:
             self.span_start = self.reading()
         for _ in range(max(0, n)):
@@ -130,31 +138,48 @@ class Creation:
         if self.issued < self.sc.sandboxes.count:
             self.sim.call_in(c.tick_s, self._tick)
 
-    def returned(self, sandbox: int) -> None:
-        """The create call returns: the sandbox is placed (accepted by a worker, assigned, or bound)."""
-        self.placed[sandbox] = self.sim.env._now
-        self.outstanding -= 1
+    def placed_at(self, sandbox: int, worker: int, returns: float, starts: float) -> None:
+        """The control plane placed the sandbox (now): its create call returns to the client at ``returns`` and the
+        worker begins its start path at ``starts`` (both >= now). Its running time is known at once (the start
+        path is computed, not simulated step by step); the run's end waits for the last one."""
+        self.placed[sandbox] = returns
+        heapq.heappush(self._returns, returns)  # the client counts it outstanding until then
+        running = self.running[sandbox] = self.fleet.start(worker, starts)
+        placements = self.placements = self.placements + 1
+        if running > self.last_running:
+            self.last_running = running
+        sp = self.sc.sandboxes
+        if sp.lifetime_s > 0:
+            self.sim.call_at(running + sp.lifetime_s, self._finished, (sandbox, worker))
+        if placements == sp.count:  # all placed: the span ends when the last runs (and the run, if none leave)
+            self.sim.call_at(self.last_running, self._end, "stop" if sp.lifetime_s == 0 else "")
+        elif sp.lifetime_s == 0 and placements == self.fleet.total:
+            # the fleet is full and nothing will ever leave it (fleet.allow_overload): every create still out
+            # would be rejected for good, so the run ends once those placed are running, with what was created
+            self.sim.call_at(self.last_running, self._end, "full")
 
     def placed_on(self, sandbox: int, worker: int) -> None:
-        """The control plane placed the sandbox: the create call returns and the worker's start path begins."""
-        self.returned(sandbox)
-        self.fleet.start(sandbox, worker)
+        """The control plane placed the sandbox now: the create call returns, and the worker, told by RPC, begins its
+        start path once it has handled it (``fleet.rpc_s``)."""
+        now = self.sim.env._now
+        self.placed_at(sandbox, worker, now, now + self.sc.fleet.rpc_s)
 
-    def on_running(self, sandbox: int, worker: int) -> None:
-        self.running[sandbox] = self.sim.env._now
-        self.created += 1
-        if self.sc.sandboxes.lifetime_s > 0:
-            self.sim.call_in(self.sc.sandboxes.lifetime_s, self._finished, (sandbox, worker))
-        elif self.fleet.in_use == self.fleet.total and self.created == self.fleet.in_use < self.sc.sandboxes.count:
-            # the fleet is full and nothing will ever leave it (fleet.allow_overload): every create still out
-            # would be rejected for good, so the run ends here, with what was created
-            self.full = True
-            self.span_end = self.reading()
+    def _end(self, why: str) -> None:
+        """The span ends (the last sandbox placed is running); ``why``: "stop" (all created), "full" (the fleet is
+        full for good) or "" (sandboxes come and go until the horizon)."""
+        self.span_end = self.reading()
+        self.full = why == "full"
+        if why:
             self.sim.stop()
-        if self.created == self.sc.sandboxes.count:
-            self.span_end = self.reading()
-            if self.sc.sandboxes.lifetime_s == 0:
-                self.sim.stop()
+
+    def cut(self, end: float) -> None:
+        """The records as arrays at the end of the run: a create call not back by ``end`` was not placed, a sandbox
+        not running by then was not created (their times were computed ahead, beyond the run)."""
+        for name in ("requested", "placed", "running"):
+            a = np.asarray(getattr(self, name), dtype=float)
+            a[a > end] = NAN
+            setattr(self, name, a)
+        self.running[np.isnan(self.placed)] = NAN
 
     def _finished(self, arg: tuple[int, int]) -> None:
         sandbox, worker = arg
@@ -170,12 +195,13 @@ def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None, records:
     sim = Sim()
     streams = Streams(seed)
     creation = Creation(sim, sc)
-    fleet = Fleet(sim, sc.fleet, sc.sandboxes, streams, creation.on_running)
+    fleet = Fleet(sim, sc.fleet, sc.sandboxes, streams)
     cp = PLANES[sc.control_plane](sim, sc, streams, fleet, creation)
     creation.cp, creation.fleet = cp, fleet
     creation.meters = {**cp.resources(), "rtnl_lock": fleet.locks, "client": creation}
     creation.start()
     sim.run(until=sc.horizon_s)
+    creation.cut(sim.now)
     if creation.span_end is None:  # not all created: the span ends with the run
         creation.span_end = creation.reading()
     metrics = summarize(creation, sc, cp, fleet, series)

@@ -5,11 +5,12 @@ Workload: ``sandboxes.count`` creations from one benchmark client that issues at
 keeps at most ``client.concurrency`` creates outstanding (in Modal's test the client itself was the main
 bottleneck). Issuing is aggregated: every ``client.tick_s`` the client sends what its rate and concurrency allow.
 
-Fleet: ``fleet.workers`` workers, each with ``fleet.worker_cpu`` CPUs, so ``worker_cpu // sandboxes.cpu`` sandbox
-slots; the workers are arrays, not processes. A worker that accepts a sandbox runs its start path: RPC handling,
-container create, then network setup under the worker's rtnl lock, held ``fleet.rtnl_hold_s`` per sandbox and
-taken in arrival order (the lock that made starts take tens of seconds when many sandboxes landed on one worker at
-once, until Modal changed container networking), then the rest of the start.
+Fleet: ``fleet.workers`` workers, each with ``fleet.worker_cpu`` CPUs and ``fleet.worker_memory_gib``, so as many
+sandbox slots as both allow; the workers are arrays, not processes. A worker that accepts a sandbox (after handling
+the create RPC, ``fleet.rpc_s``) runs its start path: container create, then network setup under the worker's start
+lock (the rtnl lock and the kernel work around it: held ``fleet.rtnl_hold_s`` plus ``fleet.contention_s`` per start
+already queued there, first come first served; the contention that made starts take tens of seconds when many
+sandboxes landed on one worker at once), then the rest of the start.
 
 Servers: a FCFS queue in front of c identical servers (a scheduler's threads, Postgres connections, etcd), computed
 at arrival in O(log c): what a request waits and when it is done, without a process per request. A request is booked
@@ -23,9 +24,9 @@ difference of two readings over the capacity (models/sandboxes/creation.py).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -68,15 +69,26 @@ class FleetParams:
         doc="true: run a burst the fleet cannot hold (it ends once the fleet is full); false: such a scenario is an "
         "error before it runs",
     )
-    rpc_s: float = param(0.002, ge=0, source="assumption: a worker handles the create RPC")
-    container_create: Dist = param(LogNormal(0.25, 0.5), source="assumption: gVisor sandbox create, before networking")
+    rpc_s: float = param(0.002, ge=0, source="assumption: a worker handles the create RPC before it answers")
+    container_create: Dist = param(
+        LogNormal(0.2, 0.2),
+        source="assumption: gVisor sandbox create, before networking (narrow: contention, not "
+        "this spread, makes the tail; domain.md §2)",
+    )
     rtnl_hold_s: float = param(
         0.0008,
         ge=0,
-        source="domain.md §2 Linux networking: netns 0.3–0.5 ms + veth add 0.2–0.3 ms under rtnl_lock "
-        "(after the networking change; before it, 0.156 s: 64 parallel `docker run` spread over ~10 s)",
+        source="domain.md §2 Linux networking: netns 0.3–0.5 ms + veth add 0.2–0.3 ms under rtnl_lock",
     )
-    start: Dist = param(LogNormal(0.3, 0.4), source="assumption: the rest of the start, after networking")
+    contention_s: float = param(
+        0.0011,
+        ge=0,
+        source="domain.md §2: 64 parallel `docker run` spread over 2–2.5 s with host networking: 64 × 0.8 ms + "
+        "2,016 × c = 2.25 s gives c ≈ 1.1 ms (with bridge networking, 5–15 s: c ≈ 4.9 ms)",
+        doc="extra hold of the worker's start lock per start already queued or holding it when this one arrives "
+        "(the kernel and network work around the rtnl lock)",
+    )
+    start: Dist = param(LogNormal(0.2, 0.2), source="assumption: the rest of the start, after networking (narrow)")
 
 
 def slots_per_worker(fp: FleetParams, sp: SandboxParams) -> int:
@@ -185,25 +197,54 @@ class Group:
 
 
 class Locks:
-    """One lock per worker (the rtnl lock), each taken in arrival order."""
+    """One start lock per worker (the rtnl lock and the kernel work around it), taken first come first served.
 
-    def __init__(self, sim: Sim, workers: int) -> None:
+    A start that arrives while ``k`` others are queued for or holding its worker's lock holds it ``hold + k ×
+    contention``: the longer the queue, the slower each setup (domain.md §2: 64 parallel starts on one host spread
+    over seconds, not 64 × 0.8 ms). Only workers with a queue keep its end times (``_ends``), so a fleet of idle
+    workers costs one float each."""
+
+    def __init__(self, sim: Sim, workers: int, hold: float, contention: float) -> None:
         self.sim = sim
         self.c = workers
+        self.hold_s = hold
+        self.contention = contention
         self.free = [0.0] * workers  # when each worker's lock is next free
+        self._ends: dict[int, list[float]] = {}  # a worker's queue: when each start in it releases the lock
+        self.chain = [0.0] * workers  # hold time in each worker's current run of back-to-back holds
         self.busy = 0.0
 
-    def hold(self, worker: int, hold: float) -> float:
-        """Take ``worker``'s lock for ``hold`` seconds, as soon as it is free; return when it is released."""
-        begin = max(self.sim.env._now, self.free[worker])
-        self.free[worker] = begin + hold
+    def take(self, worker: int, at: float) -> float:
+        """A start arrives at ``worker``'s lock at time ``at`` (>= now); return when it releases the lock."""
+        free = self.free[worker]
+        if free > at:  # a queue: count the starts still in it at ``at``
+            ends = self._ends.get(worker) or [free]
+            ends = ends[bisect.bisect_right(ends, at) :]
+            hold = self.hold_s + self.contention * len(ends)
+            end = free + hold
+            ends.append(end)
+            self._ends[worker] = ends
+            self.chain[worker] += hold
+        else:
+            if self._ends:
+                self._ends.pop(worker, None)
+            hold = self.hold_s
+            end = at + hold
+            # a new run of holds (after a gap); what is left of the old one is still to come
+            left = free - self.sim.env._now
+            self.chain[worker] = (
+                hold if left <= 0 else hold + (left if left < self.chain[worker] else self.chain[worker])
+            )
+        self.free[worker] = end
         self.busy += hold
-        return begin + hold
+        return end
 
     def busy_by_now(self) -> float:
-        # as for Servers: holds taken at or before now that end after now are back to back on their worker
+        # the holds still to come on a worker are the end of its current run of holds: free − now, but never more
+        # than that run holds (a run booked to begin after now, a start still on its way to the lock)
         ahead = np.asarray(self.free) - self.sim.env._now
-        return self.busy - float(ahead[ahead > 0].sum())
+        future = np.minimum(ahead, np.asarray(self.chain))
+        return self.busy - float(future[ahead > 0].sum())
 
     def capacity(self, span: float) -> float:
         return self.c * span
@@ -212,19 +253,15 @@ class Locks:
 class Fleet:
     """Workers as arrays: slots in use, and the start path with its rtnl lock."""
 
-    def __init__(
-        self, sim: Sim, fp: FleetParams, sp: SandboxParams, streams: Streams, on_running: Callable[[int, int], None]
-    ) -> None:
+    def __init__(self, sim: Sim, fp: FleetParams, sp: SandboxParams, streams: Streams) -> None:
         self.sim = sim
         self.fp = fp
         self.slots = slots_per_worker(fp, sp)  # >= 1: a sandbox bigger than a worker is rejected before the run
         self.total = self.slots * fp.workers
         self.used = [0] * fp.workers  # true slots in use: the worker is its own source of truth
-        self.locks = Locks(sim, fp.workers)
-        self.on_running = on_running
+        self.locks = Locks(sim, fp.workers, fp.rtnl_hold_s, fp.contention_s)
         self._create = fp.container_create.sampler(streams.get("container_create"))
         self._start = fp.start.sampler(streams.get("sandbox_start"))
-        self.accepted = 0
         self.in_use = 0  # slots in use over the whole fleet
         self.in_use_peak = 0  # the most slots in use over the whole fleet at once
         self.in_use_max = 0  # the most slots in use on one worker at once (never above ``slots``)
@@ -234,25 +271,22 @@ class Fleet:
         n = self.used[worker]
         if n < self.slots:
             self.used[worker] = n + 1
-            self.accepted += 1
-            self.in_use += 1
-            if self.in_use > self.in_use_peak:
-                self.in_use_peak = self.in_use
+            in_use = self.in_use = self.in_use + 1
+            if in_use > self.in_use_peak:
+                self.in_use_peak = in_use
             if n + 1 > self.in_use_max:
                 self.in_use_max = n + 1
             return True
         return False
 
-    def start(self, sandbox: int, worker: int) -> None:
-        """Run the start path of an accepted sandbox; ``on_running(sandbox, worker)`` when it can run user code."""
-        self.sim.call_in(self.fp.rpc_s + self._create(), self._network, (sandbox, worker))
-
-    def _network(self, arg: tuple[int, int]) -> None:
-        released = self.locks.hold(arg[1], self.fp.rtnl_hold_s)
-        self.sim.call_in(released - self.sim.env._now + self._start(), self._running, arg)
-
-    def _running(self, arg: tuple[int, int]) -> None:
-        self.on_running(*arg)
+    def start(self, worker: int, at: float) -> float:
+        """The start path of a sandbox the worker accepted, from time ``at`` (>= now): container create, the
+        worker's start lock, the rest. Returns when the sandbox can run user code: computed now, with no event of
+        its own (aggregation: the lock is taken in the order the worker accepted its sandboxes, which is the order
+        they reach it when the create steps take about as long; the narrow create distribution keeps the two
+        close)."""
+        released = self.locks.take(worker, at + self._create())
+        return released + self._start()
 
     def release(self, worker: int) -> None:
         self.used[worker] -= 1

@@ -200,12 +200,13 @@ class Kubernetes(ControlPlane):
         self._write(self._bound, arg)
 
     def _bound(self, arg: tuple[int, int]) -> None:
-        self.creation.returned(arg[0])  # bound: the create call returns; the kubelet starts the pod later
+        # bound: the create call returns; the kubelet picks the pod up later and starts it (after its RPC handling)
+        sandbox, worker = arg
+        now = self.sim.env._now
+        self.creation.placed_at(sandbox, worker, now, now + self.p.kubelet_pickup_s + self.fleet.fp.rpc_s)
         self.sim.call_in(self.p.kubelet_pickup_s, self._kubelet, arg)
 
     def _kubelet(self, arg: tuple[int, int]) -> None:
-        sandbox, worker = arg
-        self.fleet.start(sandbox, worker)
         for _ in range(self.p.writes_per_pod - 2):
             self._write()  # status updates
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from models.sandboxes.fleet import Fleet, Group, Meter, Server, Servers
-from models.sandboxes.placement import least_of, worker_draws
+from models.sandboxes.placement import worker_draws
 from models.sandboxes.planes.base import ControlPlane
 from sim.engine import Sim
 from sim.rng import Streams
@@ -43,6 +43,13 @@ class SchedulerParams:
     count: int = param(32, ge=1, source="assumption: domain.md §2 'a fleet of scheduler servers'")
     threads: int = param(8, ge=1, source="assumption: creates a scheduler server handles at once")
     cpu_s: float = param(0.001, gt=0, source="assumption: 'one light CPU step' (domain.md §2)")
+    request_s: float = param(
+        0.0245,
+        ge=0,
+        source="fitted to domain.md §2 (scheduling 'tens of milliseconds'; calibration/params/sandboxes.toml)",
+        doc="the create request's time in the scheduler besides its CPU step, not holding a thread (authentication, "
+        "gRPC, lookups)",
+    )
     placement: Literal["random", "power_of_d", "least_loaded"] = param(
         "power_of_d", source="domain.md §2 'a fast scheduling algorithm'; power of d (Mitzenmacher 2001)"
     )
@@ -80,6 +87,9 @@ class ModalV2(ControlPlane):
         self.own: list[list[dict[int, int]]] = [[{} for _ in range(p.publish_phases)] for _ in range(p.count)]
         self._lb = worker_draws(streams.get("load_balancer"), p.count)
         self._draw = worker_draws(streams.get("placement"), self.workers)
+        self.rpc_s = sc.fleet.rpc_s
+        self.answer_s = 2 * self.hop + self.rpc_s  # placement → the worker's answer back at the scheduler
+        self.phases = p.publish_phases
         self.metadata_writes = 0
         self.metadata = Server(sim)  # the async metadata store: nothing waits for it, its busy time is reported
         self.metadata_s = 1.0 / p.metadata_writes_per_s
@@ -91,14 +101,35 @@ class ModalV2(ControlPlane):
         sim.call_in(0.0, self._publish)
 
     # --- the create path -------------------------------------------------------------------------------------
+    # client → load balancer → scheduler (a hop, then request_s), the scheduler's queue and CPU step, placement,
+    # scheduler → worker (a hop), the worker's RPC (rpc_s) and its accept or reject, the answer back to the scheduler
+    # and on to the client (two hops): the create call returns then, placed and starting (domain.md §2).
     def submit(self, sandbox: int) -> None:
         k = next(self._lb)
-        # booked when sent, answered a hop after the service (fleet.py, Servers)
+        # booked when sent, answered a constant later (fleet.py, Servers): the hop and the request's own time
         done = self.servers[k].done_at(self.p.cpu_s)
-        self.sim.call_in(done - self.sim.env._now + self.hop, self._place, (sandbox, k))
+        self.sim.call_at(done + self.hop + self.p.request_s, self._place, (sandbox, k))
 
     def _place(self, arg: tuple[int, int]) -> None:
         sandbox, k = arg
+        worker = self._pick(k)
+        group = self.own[k][worker % self.phases]
+        group[worker] = group.get(worker, 0) + 1
+        # The worker decides on its own truth when the RPC arrives, a hop from now; the model reads that truth now
+        # (one event per placement instead of two): only placements on one worker within that hop are reordered.
+        now = self.sim.env._now
+        if self.fleet.try_accept(worker):
+            self.metadata_writes += 1  # written asynchronously, off the critical path
+            self.metadata.done_at(self.metadata_s)
+            # the worker starts once it has handled the RPC; the accept is back at the client two hops later
+            self.creation.placed_at(sandbox, worker, now + self.answer_s + self.hop, now + self.hop + self.rpc_s)
+        else:
+            self.rejections += 1
+            self.retries += 1
+            self.sim.call_at(now + self.answer_s, self._retry, sandbox)  # sent again through the load balancer
+
+    def _pick(self, k: int) -> int:
+        """Scheduler ``k``'s choice of worker from its view: the published state plus its own placements since."""
         own = self.own[k]
         visible = self.visible
         p = self.p
@@ -108,32 +139,23 @@ class ModalV2(ControlPlane):
             for group in own:
                 for w, n in group.items():
                     view[w] += n
-            worker = int(np.argmin(view))
-        else:
-            d = p.d if p.placement == "power_of_d" else 1
-            slots = self.fleet.slots
-
-            def view(w: int) -> int:
-                return visible[w] + own[w % phases].get(w, 0)
-
-            for _ in range(SAMPLE_ROUNDS):  # a worker the cache shows full is not chosen while others may be free
-                worker = least_of(self._draw, d, view)
-                if view(worker) < slots:
-                    break
-        group = own[worker % phases]
-        group[worker] = group.get(worker, 0) + 1
-        self.sim.call_in(self.hop, self._at_worker, (sandbox, worker))
-
-    def _at_worker(self, arg: tuple[int, int]) -> None:
-        sandbox, worker = arg
-        if self.fleet.try_accept(worker):
-            self.metadata_writes += 1  # written asynchronously, off the critical path
-            self.metadata.done_at(self.metadata_s)
-            self.creation.placed_on(sandbox, worker)
-        else:
-            self.rejections += 1
-            self.retries += 1
-            self.sim.call_in(self.hop, self._retry, sandbox)
+            return int(np.argmin(view))
+        d = p.d if p.placement == "power_of_d" else 1
+        slots = self.fleet.slots
+        draw = self._draw
+        # power of d on the view (placement.least_of, inlined: this is the hottest loop of a million-sandbox run);
+        # a worker the view shows full is not chosen while others may be free
+        for _ in range(SAMPLE_ROUNDS):
+            best = next(draw)
+            best_view = visible[best] + own[best % phases].get(best, 0)
+            for _ in range(d - 1):
+                w = next(draw)
+                v = visible[w] + own[w % phases].get(w, 0)
+                if v < best_view:
+                    best, best_view = w, v
+            if best_view < slots:
+                break
+        return best
 
     def _retry(self, sandbox: int) -> None:
         self.submit(sandbox)
