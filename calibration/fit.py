@@ -11,7 +11,8 @@ reports its figures as predictions. ``--out FILE`` writes the kept candidate's p
 --params`` accepts; without it nothing is written (the shipped calibration/params/reference-loadtest.toml is replaced
 only on purpose, with ``--out``).
 
-``python -m calibration.fit coldstart`` fits the coldstart presets' platform parameters (calibration/coldstart.py).
+``python -m calibration.fit coldstart`` fits the coldstart presets' platform parameters (calibration/coldstart.py);
+``python -m calibration.fit sandboxes`` the v2 sandbox create path's request time (calibration/sandboxes.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from calibration import report
 from calibration.candidates import Candidate, by_name
 from calibration.coldstart import COLDSTART_OUT, COLDSTART_RATIO, COLDSTART_REFERENCE, fit_coldstart
 from calibration.objective import Objective, Runner
+from calibration.sandboxes import SANDBOXES_OUT, fit_sandboxes
 from calibration.search import Fit, fit_candidate
 from calibration.targets import APPROACHES, Target, predictions, targets
 from experiments.cli import ArgParser, add_set_option, load_scenario, main_guard
@@ -84,16 +86,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "what",
         nargs="?",
-        choices=["loadtest", "coldstart"],
+        choices=["loadtest", "coldstart", "sandboxes"],
         default="loadtest",
-        help="loadtest: the input plane (default); coldstart: the container-start platform",
+        help="loadtest: the input plane (default); coldstart: the container-start platform; sandboxes: the v2 create "
+        "path",
     )
     p.add_argument("--seeds", type=int, default=3, help="replications per evaluation, seeds 0..N-1 (default 3)")
     p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     p.add_argument(
         "--out",
         type=Path,
-        help=f"parameter file to write (loadtest: none unless given; coldstart: default {COLDSTART_OUT.name})",
+        help=f"parameter file to write (loadtest: none unless given; coldstart: default {COLDSTART_OUT.name}; "
+        f"sandboxes: default {SANDBOXES_OUT.name})",
     )
     p.add_argument("--quick", action="store_true", help="a smoke test of the procedure (seconds), not a fit")
     p.add_argument(
@@ -112,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     seeds = list(range(args.seeds))
     if args.what == "coldstart":
         print(fit_coldstart(seeds, args.out or COLDSTART_OUT))
+        return 0
+    if args.what == "sandboxes":
+        print(fit_sandboxes(seeds, args.out or SANDBOXES_OUT))
         return 0
     try:
         cands = by_name(args.candidate)

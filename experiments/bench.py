@@ -1,8 +1,10 @@
 """The simulator's own speed: ``python -m experiments.bench [--json] [--quick]``.
 
 - Each loadtest preset: simulated calls (issued) per wall second, and wall seconds per run.
-- sandboxes-v2: one million sandbox creations on 20,000 and on 100,000 workers, each in a fresh process: wall
-  seconds, peak memory (max RSS) and events per wall second.
+- sandboxes-v2: one million sandbox creations on 20,000 and on 100,000 workers, and ten million on 500,000
+  (``sandboxes-v2-10m``), each in a fresh process: wall seconds, peak memory (max RSS) and events per wall second;
+  and how the wall time grows with sandboxes (125,000 to 1,000,000 on 20,000 workers) and with workers (10,000 to
+  640,000 for 250,000 sandboxes): the exponent of a least-squares line through log(wall) against log(size).
 - mmc: the project's M/M/c model (the ``mmc`` preset through the full Function model) against a plain heapq
   M/M/c loop written here, on the same workload (same arrival rate, service distribution, servers and horizon,
   numbers drawn in batches as the model does) in the same process. The figure is the ratio of customers per wall
@@ -77,19 +79,29 @@ def heapq_mmc(rate: float, servers: int, mean_service: float, horizon: float, se
 SANDBOX_CHILD = """
 import json, resource, sys
 from experiments.cli import load_scenario, run_scenario
-sc = load_scenario("sandboxes-v2", sys.argv[1:], [])
+sc = load_scenario(sys.argv[1], sys.argv[2:], [])
 m = run_scenario(sc, seed=0)
 print(json.dumps({"sandboxes": m["sandboxes_created"], "makespan_s": m["creation_makespan_s"], "wall_s": m["wall_s"],
                   "events": m["events"], "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
-def sandbox_run(sets: list[str]) -> dict:
-    """One sandboxes-v2 run in a fresh process, so that its peak memory is its own."""
-    out = subprocess.run([sys.executable, "-c", SANDBOX_CHILD, *sets], capture_output=True, text=True, check=True)
+def sandbox_run(sets: list[str], preset: str = "sandboxes-v2") -> dict:
+    """One sandbox run in a fresh process, so that its peak memory is its own."""
+    cmd = [sys.executable, "-c", SANDBOX_CHILD, preset, *sets]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
     fig = json.loads(out.stdout)
     fig["events_per_wall_s"] = round(fig["events"] / fig["wall_s"])
     return fig
+
+
+def growth(sizes: list[tuple[int, int]], axis: int) -> dict:
+    """Wall seconds of sandboxes-v2 at each (sandboxes, workers), and the exponent of wall ∝ size^k along ``axis``
+    (0: sandboxes, 1: workers), a least-squares line through the logs."""
+    walls = [sandbox_run([f"sandboxes.count={n}", f"fleet.workers={w}"])["wall_s"] for n, w in sizes]
+    xs = [size[axis] for size in sizes]
+    k = float(np.polyfit(np.log(xs), np.log(walls), 1)[0])
+    return {"sizes": xs, "wall_s": [round(w, 3) for w in walls], "exponent": round(k, 2)}
 
 
 def best_of(repeat: int, fn):
@@ -126,6 +138,13 @@ def bench(quick: bool = False, repeat: int = 3) -> dict:
     for workers in (20_000, 100_000):
         sets = [f"fleet.workers={workers}"] + (["sandboxes.count=50000"] if quick else [])
         figures["sandboxes_v2"][f"{workers}_workers"] = sandbox_run(sets)
+    ten = ["sandboxes.count=100000", "fleet.workers=5000"] if quick else []
+    figures["sandboxes_v2"]["10M_on_500000_workers"] = sandbox_run(ten, "sandboxes-v2-10m")
+    shrink = 16 if quick else 1
+    figures["sandboxes_growth"] = {
+        "with_sandboxes": growth([(n // shrink, 20_000 // shrink) for n in (125_000, 250_000, 500_000, 1_000_000)], 0),
+        "with_workers": growth([(250_000 // shrink, w // shrink) for w in (10_000, 40_000, 160_000, 640_000)], 1),
+    }
     model_rate = m["calls_issued"] / model_wall
     loop_rate = served / loop_wall
     figures["mmc"] = {
@@ -157,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
             f"sandboxes-v2, {name}: {f['sandboxes']} sandboxes, makespan {f['makespan_s']:.1f} s, wall "
             f"{f['wall_s']:.1f} s, peak {f['peak_rss_mib']:.0f} MiB, {f['events_per_wall_s']} events/wall s"
         )
+    for name, g in figures["sandboxes_growth"].items():
+        walls = ", ".join(f"{x:,}: {w:.2f} s" for x, w in zip(g["sizes"], g["wall_s"], strict=True))
+        print(f"sandboxes-v2 wall time {name.replace('_', ' ')} ({walls}): exponent {g['exponent']}")
     mm = figures["mmc"]
     print(
         f"mmc: model {mm['model_customers_per_wall_s']} customers/wall s, heapq loop "

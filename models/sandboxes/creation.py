@@ -311,7 +311,12 @@ MODEL = Model(
             (("creation_rate_per_s", "sandboxes created per second (mean, 95% CI)"),),
             reference="client.rate",
         ),
-        Figure("tti", "lines", "Time to interactive, seconds", (("tti_p50_s", "p50"), ("tti_p99_s", "p99"))),
+        Figure(
+            "tti",
+            "lines",
+            "Time to interactive, seconds",
+            (("tti_p50_s", "p50"), ("tti_p90_s", "p90"), ("tti_p99_s", "p99")),
+        ),
         Figure(
             "rejections",
             "lines",
