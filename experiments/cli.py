@@ -6,6 +6,8 @@ Exit codes: 0 success; 2 bad input, one line on stderr naming the key or file; 1
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -41,8 +43,30 @@ def load_scenario(name: str, sets: list[str] = (), params: list[str] = ()) -> An
     return build_scenario(tree, base)
 
 
+BUDGET_ENV = "SCALESIM_BUDGET"  # a factor on every model's run-size budget (README, "Bad input")
+
+
+def check_size(sc: Any) -> None:
+    """Refuse, before it starts, a run larger than its model's budget (times SCALESIM_BUDGET): bad input, exit 2."""
+    model = MODELS[sc.model]
+    text = os.environ.get(BUDGET_ENV, "1")
+    try:
+        factor = float(text)
+    except ValueError:
+        factor = math.nan
+    if not (math.isfinite(factor) and factor > 0):
+        raise ScenarioError(f"{BUDGET_ENV}: expected a positive number, got {text!r}")
+    size, budget = model.size(sc), model.budget * factor
+    if not size <= budget:  # also NaN or inf
+        raise ScenarioError(
+            f"run size: about {size:.3g} {model.unit}, more than the budget of {budget:.3g} {model.unit}; make the "
+            f"run smaller, or raise the budget with {BUDGET_ENV}=<factor> (e.g. {BUDGET_ENV}=10)"
+        )
+
+
 def run_scenario(sc: Any, seed: int = 0, series: dict | None = None, records: bool = False) -> dict:
-    """One run of a validated scenario by its model's run function."""
+    """One run of a validated scenario by its model's run function, within its size budget."""
+    check_size(sc)
     return MODELS[sc.model].run(sc, seed=seed, series=series, records=records)
 
 

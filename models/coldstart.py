@@ -66,8 +66,8 @@ class ColdStartParams:
     mode: Literal["lazy", "snapshot"] = param("lazy", doc="how containers start")
     starts: int = param(400, ge=1, doc="container starts simulated")
     start_interval_s: float = param(30.0, gt=0, doc="time between starts (Poisson)")
-    workers: int = param(60, ge=1, source="assumption: workers a Function's containers land on")
-    host_types: int = param(6, ge=1, source="domain.md §3: ~6 worker types for CPU functions, 2–3 for GPU")
+    workers: int = param(60, ge=1, le=1_000_000, source="assumption: workers a Function's containers land on")
+    host_types: int = param(6, ge=1, le=1000, source="domain.md §3: ~6 worker types for CPU functions, 2–3 for GPU")
     deploy_interval_s: float = param(0.0, ge=0, doc="time between redeploys (0: never)")
     restore_failure_prob: float = param(0.01, ge=0, le=1, source="assumption: restores that fail (domain.md §3)")
     recreate_on_failure: bool = param(True, source="domain.md §3: GPU snapshot failures re-create the snapshot")
@@ -259,6 +259,8 @@ MODEL = Model(
     label=lambda sc: f"mode {sc.coldstart.mode}",
     probe={"coldstart.starts": 5},
     size=lambda sc: float(sc.coldstart.starts),
+    unit="starts",
+    budget=20e6,  # about a minute or two of wall time on the bench machine
     bottleneck="",
     figures=(
         Figure(

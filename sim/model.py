@@ -63,6 +63,8 @@ class Model:
     label: Callable[[Any], str]  # one phrase saying which variant a scenario is ("approach spawn")
     probe: dict[str, Any]  # --set overrides that make a tiny run, to learn the metric columns
     size: Callable[[Any], float]  # calls, sandboxes or starts a run simulates (sweeps start the big ones first)
+    unit: str  # what ``size`` counts
+    budget: float  # the largest size a run may have unless the user raises it (SCALESIM_BUDGET, experiments/cli.py)
     bottleneck: str  # the metric naming what limits a run
     figures: tuple[Figure, ...]
     timeseries: TimeSeries

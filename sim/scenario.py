@@ -160,8 +160,14 @@ def _coerce(tp: Any, value: Any, f: dataclasses.Field, key: str, base_dir: Path 
         value = float(value)
         if math.isnan(value):
             raise ScenarioError(f"{key}: expected a number, got nan")
+        if math.isinf(value):
+            raise ScenarioError(f"{key}: must be finite, got {value!r}")
     else:
         raise TypeError(f"schema type {tp!r} of {key} is not supported")
+    if abs(value) > MAX_MAGNITUDE:
+        raise ScenarioError(
+            f"{key}: must be within ±{MAX_MAGNITUDE:g} (the range the model computes in), got {value!r}"
+        )
     m = f.metadata
     if m.get("ge") is not None and not value >= m["ge"]:
         raise ScenarioError(f"{key}: must be >= {m['ge']:g}, got {value!r}")
@@ -170,6 +176,11 @@ def _coerce(tp: Any, value: Any, f: dataclasses.Field, key: str, base_dir: Path 
     if m.get("le") is not None and not value <= m["le"]:
         raise ScenarioError(f"{key}: must be <= {m['le']:g}, got {value!r}")
     return value
+
+
+# Every number a scenario holds: beyond 1e12 a simulated time (in s) loses sub-millisecond precision in a float, and
+# counts that large are refused by the run-size budget anyway (experiments/cli.py).
+MAX_MAGNITUDE = 1e12
 
 
 def to_dict(obj: Any) -> Any:

@@ -68,9 +68,9 @@ class AutoscalerParams:
         "", doc="a coldstart scenario (preset or file): cold starts come from its model, not cold_start"
     )
     program_mode: Literal["", "lazy", "snapshot"] = param("", doc="the program's start mode ('' = the scenario's)")
-    min_containers: int = param(0, ge=0, source="domain.md §1 (Modal default 0)")
+    min_containers: int = param(0, ge=0, le=1_000_000, source="domain.md §1 (Modal default 0)")
     max_containers: int = param(0, ge=0, source="domain.md §1 (Modal default unlimited; 0 = no cap)")
-    buffer_containers: int = param(0, ge=0, source="domain.md §1 (Modal default 0)")
+    buffer_containers: int = param(0, ge=0, le=1_000_000, source="domain.md §1 (Modal default 0)")
     scaledown_window_s: float = param(60.0, ge=2, le=1200, source="domain.md §1 (default 60 s, 2 s .. 20 min)")
 
     def __post_init__(self) -> None:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ClientParams:
-    count: int = param(8, ge=1, source="reference load test: 8 clients (domain.md §1)")
+    count: int = param(8, ge=1, le=1_000_000, source="reference load test: 8 clients (domain.md §1)")
     in_flight: int = param(1000, ge=1, source="reference load test: 1,000 calls in flight per client")
     retry: Literal["none", "backoff"] = param("none", source="modal 1.6.4: a single .remote/.spawn does not retry")
     backoff_base_s: float = param(0.5, gt=0, source="assumption: first retry delay of the test's HTTP client")

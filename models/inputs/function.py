@@ -97,9 +97,14 @@ class LimitParams:
 class FunctionParams:
     max_inputs: int = param(1, ge=1, source="@modal.concurrent(max_inputs=N) (domain.md §1; Modal default 1)")
     target_inputs: int = param(0, ge=0, source="@modal.concurrent(target_inputs=T); 0 = max_inputs (Modal default)")
-    containers: int = param(0, ge=0, doc="> 0: a fixed pool of always-warm containers, no autoscaling (mmc)")
+    containers: int = param(
+        0, ge=0, le=1_000_000, doc="> 0: a fixed pool of always-warm containers, no autoscaling (mmc)"
+    )
     copies: int = param(
-        1, ge=0, doc="deployed app copies of the Function; caller i uses copy i mod copies; 0 = one per client"
+        1,
+        ge=0,
+        le=100_000,
+        doc="deployed app copies of the Function; caller i uses copy i mod copies; 0 = one per client",
     )
 
     def __post_init__(self) -> None:

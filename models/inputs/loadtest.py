@@ -57,6 +57,8 @@ class _Scenario(Described):
     def __post_init__(self) -> None:
         if self.warmup_s >= self.duration_s:
             raise ValueError("warmup_s: must be < duration_s")
+        if not self.work.mean > 0:
+            raise ValueError(f"work: its mean must be > 0 (calls/s derive from it), got {self.work}")
         APPROACHES[self.approach].check(self)
 
     def ideal_calls_per_s(self) -> float:
@@ -159,6 +161,8 @@ MODEL = Model(
     label=lambda sc: f"approach {sc.approach}",
     probe={"duration_s": 1.0, "clients.count": 1, "clients.in_flight": 1, "function.copies": 1},
     size=lambda sc: sc.ideal_calls_per_s() * sc.duration_s,
+    unit="calls",
+    budget=50e6,  # about a minute or two of wall time on the bench machine
     bottleneck="binding_limit",
     figures=(
         Figure(

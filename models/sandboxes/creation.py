@@ -302,6 +302,8 @@ MODEL = Model(
     label=lambda sc: f"control plane {sc.control_plane}",
     probe={"sandboxes.count": 10, "fleet.workers": 10},
     size=lambda sc: float(sc.sandboxes.count),
+    unit="sandboxes",
+    budget=20e6,  # about a minute or two of wall time on the bench machine
     bottleneck="bottleneck",
     figures=(
         Figure(

@@ -54,14 +54,16 @@ class BenchmarkClientParams:
         source="assumption, from domain.md §2: 1M created in under a minute with the benchmark "
         "client as the main bottleneck (≈ 17–20k creates/s)",
     )
-    concurrency: int = param(20_000, ge=1, source="assumption: creates outstanding at once")
-    tick_s: float = param(0.01, gt=0, doc="the client issues in batches every tick (aggregation, not per sandbox)")
+    concurrency: int = param(20_000, ge=1, le=100_000_000, source="assumption: creates outstanding at once")
+    tick_s: float = param(
+        0.01, ge=0.0001, doc="the client issues in batches every tick (aggregation, not per sandbox; at least 0.1 ms)"
+    )
     rtt_s: float = param(0.002, ge=0, source="assumption: an in-region network round trip (one hop each way)")
 
 
 @dataclass(frozen=True)
 class FleetParams:
-    workers: int = param(20_000, ge=1, source="domain.md §2: tens of thousands of workers")
+    workers: int = param(20_000, ge=1, le=10_000_000, source="domain.md §2: tens of thousands of workers")
     worker_cpu: float = param(64.0, gt=0, source="assumption: CPUs per worker")
     worker_memory_gib: float = param(256.0, gt=0, source="assumption: memory per worker (4 GiB per CPU)")
     allow_overload: bool = param(

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BatchingParams:
-    round_items: int = param(1000, ge=1, source="reference load test: rounds of 1,000 items per client")
+    round_items: int = param(1000, ge=1, le=10_000_000, source="reference load test: rounds of 1,000 items per client")
     chunk_items: int = param(32, ge=1, source="reference load test: chunks of 32 items (domain.md §1)")
     item_failure_prob: float = param(0.0, ge=0, le=1, doc="chance that one item fails, failing its whole chunk")
 

@@ -40,12 +40,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class KubernetesParams:
-    apiserver_mutating_inflight: int = param(200, ge=1, source="domain.md §2: apiserver in-flight 200 mutating")
+    apiserver_mutating_inflight: int = param(
+        200, ge=1, le=1_000_000, source="domain.md §2: apiserver in-flight 200 mutating"
+    )
     etcd_writes_per_s: float = param(
         44_000.0, gt=0, source="domain.md §2 etcd: 1,000 clients ~44,000–50,000 writes/s (3 × 8 vCPU, SSD)"
     )
     etcd_latency_s: float = param(0.022, ge=0, source="domain.md §2 etcd: ~22 ms at 1,000 clients")
-    etcd_clients: int = param(1000, ge=1, source="domain.md §2 etcd benchmark: 1,000 clients")
+    etcd_clients: int = param(1000, ge=1, le=1_000_000, source="domain.md §2 etcd benchmark: 1,000 clients")
     cycle_s: float = param(0.0002, ge=0, source="assumption: the fixed part of one scheduling cycle")
     node_score_s: float = param(
         0.000037, ge=0, source="fitted: ~745 pods/s at 5,000 nodes (domain.md §2 CI floor 680–810 without kubelets)"
@@ -53,6 +55,7 @@ class KubernetesParams:
     sampled_nodes: int = param(
         8,
         ge=1,
+        le=10_000,
         source="assumption: a stand-in for the score's pick, not a figure of Kubernetes",
         doc="the pick among the scored nodes is the least loaded of this many of them, drawn at random (the real "
         "scheduler scores every one; a sample keeps a placement O(1) while the cycle is still charged for all)",

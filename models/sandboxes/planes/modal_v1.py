@@ -34,13 +34,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class PostgresParams:
     tps: float = param(7_600.0, gt=0, source="domain.md §2 pgbench TPC-B, 256 clients, 16 vCPU network disk: 7.2–8.1k")
-    connections: int = param(256, ge=1, source="domain.md §2: pgbench at 256 clients")
+    connections: int = param(256, ge=1, le=100_000, source="domain.md §2: pgbench at 256 clients")
     latency_s: float = param(0.002, ge=0, source="assumption: an in-region round trip to the database")
     writes_per_sandbox: int = param(
         3, ge=2, source="domain.md §2: queued, assigned, ... (several writes); assumption: enqueue, assignment, status"
     )
-    schedulers: int = param(16, ge=1, source="assumption: optimistic parallel schedulers")
-    hot_rows: int = param(32, ge=1, source="assumption: queue-head rows the schedulers claim from")
+    schedulers: int = param(16, ge=1, le=10_000, source="assumption: optimistic parallel schedulers")
+    hot_rows: int = param(32, ge=1, le=1_000_000, source="assumption: queue-head rows the schedulers claim from")
     workflow_writes: int = param(4, ge=0, source="assumption: transactions of one finished sandbox's workflow")
 
 

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SchedulerParams:
-    count: int = param(32, ge=1, source="assumption: domain.md §2 'a fleet of scheduler servers'")
-    threads: int = param(8, ge=1, source="assumption: creates a scheduler server handles at once")
+    count: int = param(32, ge=1, le=10_000, source="assumption: domain.md §2 'a fleet of scheduler servers'")
+    threads: int = param(8, ge=1, le=10_000, source="assumption: creates a scheduler server handles at once")
     cpu_s: float = param(0.001, gt=0, source="assumption: 'one light CPU step' (domain.md §2)")
     request_s: float = param(
         0.0245,
@@ -53,9 +53,9 @@ class SchedulerParams:
     placement: Literal["random", "power_of_d", "least_loaded"] = param(
         "power_of_d", source="domain.md §2 'a fast scheduling algorithm'; power of d (Mitzenmacher 2001)"
     )
-    d: int = param(2, ge=1, doc="choices sampled by power_of_d")
+    d: int = param(2, ge=1, le=1000, doc="choices sampled by power_of_d")
     publish_interval_s: float = param(1.0, gt=0, source="assumption: 'workers periodically publish their state'")
-    streams: int = param(1, ge=1, source="domain.md §2: all workers publish to one Redis stream")
+    streams: int = param(1, ge=1, le=100_000, source="domain.md §2: all workers publish to one Redis stream")
     stream_msgs_per_s: float = param(
         200_000.0,
         gt=0,
@@ -66,7 +66,7 @@ class SchedulerParams:
     metadata_writes_per_s: float = param(
         200_000.0, gt=0, source="assumption: the async metadata store (sandbox objects in Redis)"
     )
-    publish_phases: int = param(20, ge=1, doc="publishes are aggregated into this many groups per interval")
+    publish_phases: int = param(20, ge=1, le=100, doc="publishes are aggregated into this many groups per interval")
 
 
 SAMPLE_ROUNDS = 8  # assumption: how often a scheduler samples again when its picks all look full
