@@ -26,6 +26,20 @@ DEFAULT = "loadtest-scale"
 SPEC_KEYS = {"name", "description", "seeds", "scale", "base", "factors", "variants", "report", "quick"}
 
 
+def split_values(text: str) -> list[str]:
+    """``V1,V2,...`` split at the commas outside parentheses and brackets: ``uniform(1, 2),constant(3)`` is two."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth = max(0, depth - 1)
+        elif ch == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    return [*out, text[start:]]
+
+
 @dataclass(frozen=True)
 class Point:
     index: int
@@ -134,7 +148,7 @@ def load_spec(
         if "=" not in f:
             raise ScenarioError(f"--factor {f}: expected KEY=V1,V2,...")
         k, v = f.split("=", 1)
-        factor_table[k.strip()] = [parse_value(x.strip()) for x in v.split(",") if x.strip()]
+        factor_table[k.strip()] = [parse_value(x.strip()) for x in split_values(v) if x.strip()]
     if seeds is not None:
         n_seeds = seeds
     if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or n_seeds < 1:

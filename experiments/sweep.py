@@ -14,8 +14,11 @@ as ``results.parquet`` (sorted by point and seed), summaries across seeds as ``s
 
 from __future__ import annotations
 
+import ctypes
+import itertools
 import json
 import os
+import signal
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -32,6 +35,18 @@ from models.registry import MODELS
 from sim.scenario import ScenarioError, flatten, to_dict
 
 # --- running ---------------------------------------------------------------------------------------------------
+
+
+def die_with_parent(parent: int) -> None:
+    """A pool worker's first act: ask Linux to kill it when the sweep's process dies, SIGKILL included
+    (prctl PR_SET_PDEATHSIG), so a killed sweep leaves no worker holding its pipes. Elsewhere: nothing."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the sweep died before the request took effect
+        os._exit(1)
 
 
 def run_point(point: Point, seed: int) -> dict:
@@ -106,13 +121,18 @@ def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh
 
     header = columns(p.scenario for p in spec.points)
     done = done_rows(results)
-    todo = [
+    total = len(spec.points) * spec.seeds
+    todo = (  # lazily: a sweep of a hundred million seeds allocates nothing before its first run
         (p, s)
         for p in sorted(spec.points, key=lambda p: -p.cost())
         for s in range(spec.seeds)
         if (p.index, s) not in done
-    ]
-    progress = Progress(len(spec.points) * spec.seeds, len(done))
+    )
+    cap = min(jobs, total - len(done), os.cpu_count() or 1)
+    if executor == "process" and 1 <= cap < jobs:
+        print(f"experiments.sweep: --jobs {jobs} capped at {cap} (runs to do and cores)", file=sys.stderr)
+    jobs = max(1, cap)
+    progress = Progress(total, len(done))
     with Appender(results, header) as table:
 
         def write(row: dict) -> None:
@@ -123,13 +143,18 @@ def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh
             for p, s in todo:
                 write(run_point(p, s))
         else:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                pending: set[Future] = {pool.submit(run_point, p, s) for p, s in todo}
+            with ProcessPoolExecutor(max_workers=jobs, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
+                pending: set[Future] = set()
                 try:
-                    while pending:
-                        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                        for fut in finished:
-                            write(fut.result())
+                    for job in itertools.chain(todo, [None]):
+                        if job is not None:
+                            pending.add(pool.submit(run_point, *job))
+                            if len(pending) < 2 * jobs:  # a few queued ahead of the workers, not all at once
+                                continue
+                        while pending and (job is None or len(pending) >= 2 * jobs):
+                            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                            for fut in finished:
+                                write(fut.result())
                 except BaseException:
                     for fut in pending:
                         fut.cancel()

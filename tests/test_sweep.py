@@ -189,3 +189,40 @@ def test_read_results_rejects_a_table_that_is_not_one(tmp_path):
 def test_report_numbers_are_formatted_for_people(value, text):
     assert report.human(value) == text
     assert report.human(float("nan")) == ""
+
+
+def test_factor_values_may_hold_commas_inside_parentheses():
+    assert spec.split_values("uniform(1, 2),constant(3)") == ["uniform(1, 2)", "constant(3)"]
+    sp = spec.load_spec("loadtest-spawn", [], ["work=uniform(1, 2),constant(3)"], 1)
+    assert sorted(str(dict(p.sets)["work"]) for p in sp.points) == ["constant(3)", "uniform(1, 2)"]
+
+
+def test_jobs_are_capped_by_the_runs_and_it_says_so(tmp_path, capsys):
+    args = ["loadtest-spawn", "--set", "duration_s=2", "--factor", "clients.count=1,2", "--seeds", "1"]
+    assert sweep.main([*args, "--out", str(tmp_path / "s"), "--jobs", "64", "--no-report"]) == 0
+    assert "--jobs 64 capped at 2" in capsys.readouterr().err
+
+
+def test_a_killed_sweep_leaves_no_worker_behind(tmp_path):
+    # a sweep of long runs on 2 workers; SIGKILL the sweep once its workers run; the workers must go too
+    cmd = [sys.executable, "-m", "experiments.sweep", "loadtest-copies", "--factor", "clients.count=8,9,10,11"]
+    proc = subprocess.Popen([*cmd, "--out", str(tmp_path / "k"), "--jobs", "2", "--no-report"], stderr=subprocess.PIPE)
+    children: list[int] = []
+    deadline = time.monotonic() + 30
+    while len(children) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        path = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        children = [int(c) for c in path.read_text().split()] if path.exists() else []
+    assert len(children) >= 2, "the sweep's workers never started"
+    proc.kill()
+    proc.wait()
+    time.sleep(2)
+
+    def alive(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/status").read_text()
+        except FileNotFoundError:
+            return False
+        return "State:\tZ" not in state  # a zombie has exited; only its parent's reaping is left
+
+    assert not [c for c in children if alive(c)]
