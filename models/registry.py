@@ -15,6 +15,6 @@ MODELS: dict[str, Model] = {m.name: m for m in (FUNCTION, SANDBOXES, COLDSTART)}
 def model_of(tree: dict) -> Model:
     """The model of a raw scenario tree (its ``model`` key; default ``function``)."""
     name = tree.get("model", "function")
-    if name not in MODELS:
+    if not isinstance(name, str) or name not in MODELS:
         raise ScenarioError(f"model: must be one of {', '.join(MODELS)}; got {name!r}")
     return MODELS[name]

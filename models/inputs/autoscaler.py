@@ -35,7 +35,7 @@ from sim.scenario import param
 class AutoscalerParams:
     interval_s: float = param(
         1.92,
-        gt=0,
+        ge=0.001,
         source="undocumented; fitted to domain.md §1 (calibration/params/reference-loadtest.toml)",
         doc="time between scaling decisions",
     )

@@ -26,6 +26,7 @@ whose caller left, result retention of spawned calls, and regions.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -240,7 +241,9 @@ class Function:
             if bucket is not None and not bucket.try_take(now):
                 if not self._wake_pending:
                     self._wake_pending = True
-                    self.sim.call_in(bucket.next_token_in(now), self._wake)
+                    # at least the next representable time: a wait below the clock's resolution would wake at
+                    # now, find no token (rounding), and wait again forever
+                    self.sim.call_at(max(now + bucket.next_token_in(now), math.nextafter(now, math.inf)), self._wake)
                 return
             call, style = pending.popleft()
             self.n_pending[style] -= 1

@@ -63,7 +63,7 @@ class KubernetesParams:
     scheduler_qps: float = param(50.0, gt=0, source="domain.md §2: kube-scheduler client rate limit, 50 QPS by default")
     scheduler_burst: float = param(100.0, ge=1, source="domain.md §2: kube-scheduler client burst, 100 by default")
     kubelet_pickup_s: float = param(0.1, ge=0, source="assumption: watch delivery to the kubelet")
-    lease_interval_s: float = param(10.0, gt=0, source="domain.md §2: node Lease renewed every 10 s")
+    lease_interval_s: float = param(10.0, ge=0.001, source="domain.md §2: node Lease renewed every 10 s")
     writes_per_pod: int = param(3, ge=2, source="domain.md §2 'several writes to etcd': create, binding, status")
 
 

@@ -54,7 +54,7 @@ class SchedulerParams:
         "power_of_d", source="domain.md §2 'a fast scheduling algorithm'; power of d (Mitzenmacher 2001)"
     )
     d: int = param(2, ge=1, le=1000, doc="choices sampled by power_of_d")
-    publish_interval_s: float = param(1.0, gt=0, source="assumption: 'workers periodically publish their state'")
+    publish_interval_s: float = param(1.0, ge=0.001, source="assumption: 'workers periodically publish their state'")
     streams: int = param(1, ge=1, le=100_000, source="domain.md §2: all workers publish to one Redis stream")
     stream_msgs_per_s: float = param(
         200_000.0,

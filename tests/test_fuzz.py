@@ -1,0 +1,154 @@
+"""A fuzz suite: Hypothesis draws scenarios as a hostile user types them (issue 11).
+
+Each example is a preset and one to three ``--set`` overrides of any key of its model's schema, with values drawn
+from valid, boundary and invalid ranges: non-finite and huge numbers, negatives, zero, wrong types and odd strings
+(malformed distributions among them). The command must exit 0 or exit 2 with one line on stderr, no traceback,
+within a time budget. Runs are kept small by the run-size budget (``SCALESIM_BUDGET`` = FUZZ_BUDGET: about 50,000
+calls, 20,000 sandboxes or 20,000 starts), which is part of what is tested. ``FUZZ_EXAMPLES`` examples run in the
+normal suite; set the environment variable ``SCALESIM_FUZZ_EXAMPLES`` to run more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import signal
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from experiments import run as run_cmd
+from experiments.cli import BUDGET_ENV, load_scenario
+from models.registry import MODELS
+from sim.scenario import flatten, schema_keys, to_dict
+
+FUZZ_EXAMPLES = int(os.environ.get("SCALESIM_FUZZ_EXAMPLES", "150"))
+FUZZ_BUDGET = "0.001"
+TIME_BUDGET_S = 20  # per example: a run that takes longer counts as a hang
+
+PRESETS = [
+    "loadtest-remote",
+    "loadtest-spawn",
+    "loadtest-copies",
+    "loadtest-batching",
+    "loadtest-server",
+    "mmc",
+    "sandboxes-v2",
+    "sandboxes-v1",
+    "sandboxes-k8s",
+    "coldstart-torch",
+]
+# small versions of the presets, set before the fuzzed keys (which may undo them: the budget then decides)
+SMALL = {
+    "function": ["duration_s=3", "clients.count=2", "clients.in_flight=50"],
+    "sandboxes": ["sandboxes.count=500", "fleet.workers=50"],
+    "coldstart": ["coldstart.starts=50"],
+}
+KEYS = {p: sorted(schema_keys(MODELS[load_scenario(p).model].schema)) for p in PRESETS}
+DEFAULTS = {p: flatten(to_dict(load_scenario(p))) for p in PRESETS}  # a key's preset value, to scale
+SCALES = (0, 0.001, 0.1, 0.5, 2, 10, 1000, 1e6, -1)
+
+numbers = st.one_of(
+    st.integers(-3, 3),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, 0.0, -0.0, 1e-300, 1e308, -1e308, 1e12, 1e13, 2**63, 0.5, 1e-9]),
+)
+texts = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(
+        [
+            "",
+            "true",
+            "[1, 2]",
+            "{a = 1}",
+            "constant(",
+            "constant(0)",
+            "constant(-1)",
+            "constant(inf)",
+            "uniform(1)",
+            "uniform(2, 1)",
+            "uniform(0, 1e308)",
+            "exponential(0)",
+            "lognormal(1, 50)",
+            "lognormal(0, 0)",
+            "empirical(/dev/null)",
+            "empirical(/etc/hostname)",
+            "nope(1)",
+            "modal-v2",
+            "spawn",
+            "startable",
+            "\x00",
+            "é" * 5,
+        ]
+    ),
+)
+values = st.one_of(numbers.map(str), texts, st.booleans().map(lambda b: "true" if b else "false"))
+
+
+def value_for(preset: str, key: str) -> st.SearchStrategy[str]:
+    """Anything (``values``), or, as often, the preset's own value scaled up, down, to zero or negative."""
+    default = DEFAULTS[preset].get(key)
+    if isinstance(default, bool) or not isinstance(default, int | float):
+        return values
+    near = st.sampled_from(SCALES).map(lambda f: str(type(default)(default * f)) if f != 0 else "0")
+    return st.one_of(values, near)
+
+
+@st.composite
+def command_lines(draw: st.DrawFn) -> list[str]:
+    preset = draw(st.sampled_from(PRESETS))
+    model = load_scenario(preset).model
+    keys = draw(st.lists(st.sampled_from([*KEYS[preset], "no.such_key"]), min_size=1, max_size=3))
+    sets = [*SMALL[model], *(f"{k}={draw(value_for(preset, k))}" for k in keys)]
+    return [preset, *(x for s in sets for x in ("--set", s)), "--json"]
+
+
+class Hang(Exception):
+    pass
+
+
+def _alarm(_sig: int, _frame: object) -> None:
+    raise Hang
+
+
+@settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    derandomize=True,
+)
+@given(argv=command_lines())
+def test_any_command_line_exits_0_or_2_with_one_line(argv, monkeypatch_env):
+    out, err = io.StringIO(), io.StringIO()
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(TIME_BUDGET_S)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = run_cmd.main(argv)
+            except SystemExit as e:  # argparse
+                rc = e.code
+    except Hang:
+        pytest.fail(f"no answer within {TIME_BUDGET_S} s: {argv}")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    text = err.getvalue().strip()
+    event(f"exit {rc}")  # --hypothesis-show-statistics: how many ran and how many were refused
+    assert rc in (0, 2), f"exit {rc} for {argv}: {text[-500:]}"
+    if rc == 2:
+        assert text and "\n" not in text and "Traceback" not in text, f"{argv}: {text[-500:]}"
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_env():
+    old = os.environ.get(BUDGET_ENV)
+    os.environ[BUDGET_ENV] = FUZZ_BUDGET
+    yield
+    if old is None:
+        del os.environ[BUDGET_ENV]
+    else:
+        os.environ[BUDGET_ENV] = old
