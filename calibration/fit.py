@@ -29,7 +29,8 @@ from calibration.objective import Objective, Runner
 from calibration.sandboxes import SANDBOXES_OUT, fit_sandboxes
 from calibration.search import Fit, fit_candidate
 from calibration.targets import APPROACHES, Target, predictions, targets
-from experiments.cli import ArgParser, add_set_option, load_scenario, main_guard
+from experiments.cli import ArgParser, add_set_option, check_out, load_scenario, main_guard
+from sim.scenario import ScenarioError
 
 __all__ = ["COLDSTART_OUT", "COLDSTART_RATIO", "COLDSTART_REFERENCE", "OUT", "main"]
 
@@ -114,6 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds < 1 or args.jobs < 1 or args.max_evals < 0 or args.profile_points < 2:
         p.error("--seeds and --jobs must be >= 1, --max-evals >= 0, --profile-points >= 2")
     seeds = list(range(args.seeds))
+    if args.out:
+        try:
+            check_out(args.out)  # before the fit, not after it
+        except ScenarioError as e:
+            p.error(str(e))
     if args.what == "coldstart":
         print(fit_coldstart(seeds, args.out or COLDSTART_OUT))
         return 0

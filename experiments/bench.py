@@ -164,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="short runs (a smoke test, not a measurement)")
     p.add_argument("--repeat", type=int, default=3, help="runs per figure; the best is kept (default 3)")
     args = p.parse_args(argv)
-    figures = bench(args.quick, max(1, args.repeat))
+    if args.repeat < 1:
+        p.error(f"--repeat: must be >= 1, got {args.repeat}")
+    figures = bench(args.quick, args.repeat)
     if args.json:
         print(json.dumps(figures))
         return 0

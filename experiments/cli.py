@@ -43,6 +43,25 @@ def load_scenario(name: str, sets: list[str] = (), params: list[str] = ()) -> An
     return build_scenario(tree, base)
 
 
+def check_out(path: Path, folder: bool = False) -> Path:
+    """An output path checked before any work starts: its folder is created if missing, and must be writable; a
+    file output must not be a folder, a folder output not a file. Bad input (exit 2) otherwise."""
+    where = path if folder else path.parent
+    if len(str(path)) > 1000:
+        raise ScenarioError(f"--out: a path of {len(str(path)):,} characters is too long")
+    if folder and path.exists() and not path.is_dir():
+        raise ScenarioError(f"--out {path}: is a file, not a folder")
+    if not folder and path.is_dir():
+        raise ScenarioError(f"--out {path}: is a folder, not a file")
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ScenarioError(f"--out {path}: cannot create {where}: {e.strerror}") from None
+    if not os.access(where, os.W_OK):
+        raise ScenarioError(f"--out {path}: {where} is not writable")
+    return path
+
+
 BUDGET_ENV = "SCALESIM_BUDGET"  # a factor on every model's run-size budget (README, "Bad input")
 
 

@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from experiments.cli import ArgParser, add_set_option, load_scenario, main_guard, run_scenario
+from experiments.cli import ArgParser, add_set_option, check_out, load_scenario, main_guard, run_scenario
 from models.registry import MODELS
 
 
@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     def go() -> int:
+        check_out(args.out)
         fig, ax = plt.subplots(figsize=(8, 4.8))
         for name in args.scenarios:
             sc = load_scenario(name, args.sets, [])
@@ -36,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
             m = run_scenario(sc, seed=args.seed, series=series)
             model = MODELS[sc.model]
             key, what = model.timeseries.lines[0]
-            rate = next(k for k in model.headline if k.endswith("_per_s"))
-            label = f"{sc.name or name}: {m[rate]:,.0f} {rate}"
+            rate = next((k for k in model.headline if k.endswith("_per_s")), None)
+            label = f"{sc.name or name}: {m[rate]:,.0f} {rate}" if rate else f"{sc.name or name}"
             if m.get(model.bottleneck):
                 label += f", {model.bottleneck} {m[model.bottleneck]}"
             ax.plot(series["t"], series[key], label=label)

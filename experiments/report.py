@@ -26,12 +26,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from experiments.cli import ArgParser, main_guard, run_scenario
+from experiments.cli import ArgParser, check_out, main_guard, run_scenario
 from experiments.plots import draw, draw_timeseries
 from experiments.results import read_results
 from models.registry import MODELS
 from sim.model import Model
-from sim.scenario import build, flatten, schema_keys, set_dotted, to_dict
+from sim.scenario import ScenarioError, build, flatten, schema_keys, set_dotted, to_dict
 
 PACKAGES = ["scalesim", "simpy", "numpy", "scipy", "pandas", "matplotlib", "modal"]
 
@@ -40,7 +40,7 @@ def summarize(table: pd.DataFrame, scale: str | None, bottleneck: str = "") -> p
     """Mean and 95% CI half-width (t over seeds) of every numeric metric, per point; runs with errors left out.
     ``binding_limit`` is the most frequent value of the ``bottleneck`` column over seeds."""
     ok = table[table["error"] == ""]
-    keys = ["point", "variant"] + ([scale] if scale and scale in table else [])
+    keys = ["point", "variant"] + ([scale] if scale and scale in table and scale not in ("point", "variant") else [])
     numeric = [c for c in ok.columns if c not in keys and c != "seed" and pd.api.types.is_numeric_dtype(ok[c])]
     groups = ok.groupby(keys, sort=True)
     mean = groups[numeric].mean()
@@ -187,9 +187,15 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     def go() -> int:
+        check_out(args.out or args.results.parent, folder=True)
         table = read_results(args.results)
         meta_file = args.results.parent / "sweep.json"
         meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
+        if args.point is not None and args.point not in set(table["point"]):
+            points = sorted(set(table["point"]))
+            raise ScenarioError(f"--point {args.point}: no such point (the table's are {points[0]} to {points[-1]})")
+        if args.scale is not None and args.scale not in table.columns:
+            raise ScenarioError(f"--scale {args.scale}: not a column of {args.results}")
         page = make_report(
             table,
             args.out or args.results.parent,

@@ -60,12 +60,20 @@ def done_rows(path: Path) -> set[tuple[int, int]]:
     """(point, seed) of the rows already written; a torn last line (a killed write) is cut off."""
     if not path.exists():
         return set()
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise ScenarioError(f"{path}: not a UTF-8 results table; remove it or use --fresh") from None
     if text and not text.endswith("\n"):
         text = text[: text.rfind("\n") + 1]
         path.write_text(text)
-    rows = list(csv.DictReader(io.StringIO(text)))
-    return {(int(r["point"]), int(r["seed"])) for r in rows}
+    done = set()
+    for line, r in enumerate(csv.DictReader(io.StringIO(text)), start=2):
+        try:
+            done.add((int(r["point"]), int(r["seed"])))
+        except (KeyError, TypeError, ValueError):
+            raise ScenarioError(f"{path}, line {line}: a malformed row; fix or remove it, or use --fresh") from None
+    return done
 
 
 class Appender:
@@ -111,5 +119,7 @@ def read_results(path: Path) -> pd.DataFrame:
         raise ScenarioError(f"{path}: cannot read a results table: {e}") from None
     if not set(KEYS) <= set(table.columns):
         raise ScenarioError(f"{path}: not a results table (no point, seed and variant columns)")
+    if "error" not in table.columns:  # a table written by hand or another tool: no run recorded an error
+        table["error"] = ""
     table["error"] = table["error"].astype(object).where(table["error"].notna(), "").astype(str)
     return table.sort_values(["point", "seed"], kind="stable").reset_index(drop=True)

@@ -19,7 +19,7 @@ from typing import Any
 
 from experiments.cli import build_scenario
 from models.registry import MODELS, model_of
-from sim.scenario import PRESETS, ScenarioError, parse_value, read_toml, resolve, schema_keys, set_dotted
+from sim.scenario import PRESETS, ScenarioError, exists, parse_value, read_toml, resolve, schema_keys, set_dotted
 
 SWEEPS = Path(__file__).resolve().parent / "sweeps"
 DEFAULT = "loadtest-scale"
@@ -104,9 +104,9 @@ def load_spec(
     """Read a sweep spec (or a scenario to sweep), apply the command line, and expand its points."""
     name = arg or DEFAULT
     path = Path(name)
-    if (SWEEPS / f"{name}.toml").exists():
+    if exists(SWEEPS / f"{name}.toml"):
         path, raw = SWEEPS / f"{name}.toml", read_toml(SWEEPS / f"{name}.toml")
-    elif path.suffix == ".toml" and path.exists() and {"base", "factors", "variants"} & set(read_toml(path)):
+    elif path.suffix == ".toml" and exists(path) and {"base", "factors", "variants"} & set(read_toml(path)):
         raw = read_toml(path)
     else:  # a scenario: sweep it over the --factors
         resolve(name)  # fails with a clear line if it is neither
@@ -194,16 +194,16 @@ def load_spec(
         scale,
         factor_table,
         tuple(points),
-        _report_point(points, report.get("point", {}), scale, factor_table),
+        _report_point(points, _table("report.point", report.get("point", {})), scale, factor_table),
     )
 
 
 def _locate(scenario: str, base_dir: Path) -> str:
     """A preset name stays a name; a relative scenario file is taken relative to the spec."""
-    if (PRESETS / f"{scenario}.toml").exists() or Path(scenario).is_absolute():
+    if exists(PRESETS / f"{scenario}.toml") or Path(scenario).is_absolute():
         return scenario
     candidate = base_dir / scenario
-    return str(candidate) if candidate.exists() else scenario
+    return str(candidate) if exists(candidate) else scenario
 
 
 def _report_point(points: list[Point], want: dict, scale: str | None, factors: dict) -> int:

@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from experiments import report
-from experiments.cli import ArgParser, add_set_option, build_scenario, main_guard, run_scenario
+from experiments.cli import ArgParser, add_set_option, build_scenario, check_out, main_guard, run_scenario
 from experiments.results import Appender, columns, done_rows, flat_metrics, read_results
 from experiments.spec import DEFAULT, Point, Spec, load_spec
 from models.registry import MODELS
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def go() -> int:
         spec = load_spec(args.spec, args.sets, args.factors, args.seeds, args.quick)
-        out = args.out or Path("runs") / (spec.name + ("-quick" if args.quick else ""))
+        out = check_out(args.out or Path("runs") / (spec.name + ("-quick" if args.quick else "")), folder=True)
         t0 = time.perf_counter()
         table = run_sweep(spec, out, args.jobs, args.executor, args.fresh)
         wall = time.perf_counter() - t0

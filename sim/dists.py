@@ -219,8 +219,10 @@ def _empirical(arg: str, base_dir: Path | None) -> Empirical:
         path = base_dir / path
     try:
         lines = path.read_text().splitlines()
+    except UnicodeDecodeError:
+        raise DistError(f"empirical({arg}): {path} is not a UTF-8 text file") from None
     except OSError as e:
-        raise DistError(f"empirical({arg}): cannot read {path}: {e.strerror}") from None
+        raise DistError(f"empirical({arg[:200]}): cannot read {str(path)[:200]}: {e.strerror}") from None
     values = []
     for n, line in enumerate(lines, 1):
         line = line.split("#", 1)[0].strip()

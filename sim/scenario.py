@@ -104,8 +104,10 @@ def read_toml(path: Path) -> dict:
         raise ScenarioError(f"{path}: no such file") from None
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{path}: malformed TOML: {e}") from None
+    except UnicodeDecodeError:
+        raise ScenarioError(f"{path}: not a UTF-8 text file") from None
     except OSError as e:
-        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+        raise ScenarioError(f"{str(path)[:200]}: cannot read: {e.strerror}") from None
 
 
 def build(cls: type, data: dict, prefix: str = "", base_dir: Path | None = None) -> Any:
@@ -206,12 +208,22 @@ def flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
 PRESETS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
 
 
+def exists(path: Path) -> bool:
+    """``path.exists()``, False for a name the system cannot even look up (too long, NUL bytes)."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
 def resolve(scenario: str, sets: list[str] = (), params_files: list[str] = ()) -> tuple[dict, Path | None]:
     """The raw scenario tree: a preset name or TOML path, then parameter files, then ``--set`` overrides."""
+    if len(scenario) > 1000:
+        raise ScenarioError(f"{scenario[:60]}...: a scenario name or path of {len(scenario):,} characters is too long")
     path = Path(scenario)
-    if scenario.endswith(".toml") or path.exists():
+    if scenario.endswith(".toml") or exists(path):
         tree, base = read_toml(path), path.parent
-    elif (PRESETS / f"{scenario}.toml").exists():
+    elif exists(PRESETS / f"{scenario}.toml"):
         tree, base = read_toml(PRESETS / f"{scenario}.toml"), PRESETS
     else:
         names = ", ".join(sorted(p.stem for p in PRESETS.glob("*.toml")))

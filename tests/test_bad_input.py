@@ -61,3 +61,74 @@ def test_the_run_size_budget_can_be_raised_and_must_be_a_positive_number():
     assert r.returncode == 2 and "SCALESIM_BUDGET" in r.stderr
     r, _ = run_cli("loadtest-spawn", "--set", "duration_s=5", "--json", env={"SCALESIM_BUDGET": "0.5"})
     assert r.returncode == 0, r.stderr
+
+
+def run_module(module: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict:
+    d = tmp_path_factory.mktemp("bad")
+    (d / "binary.toml").write_bytes(bytes(range(256)) * 4)
+    (d / "latin1.toml").write_bytes(b'name = "caf\xe9"\n')
+    (d / "work.txt").write_bytes(b"1\n2\n\xff\n")
+    (d / "a_file").write_text("x")
+    (d / "spec.toml").write_text(
+        'name = "s"\ndescription = "s"\nseeds = 1\nscale = "clients.count"\n'
+        '[base]\nscenario = "loadtest-spawn"\nset = { "duration_s" = 2 }\n'
+        '[factors]\n"clients.count" = [1, 2]\n[report]\npoint = 5\n'
+    )
+    names = {
+        "binary": "binary.toml",
+        "latin1": "latin1.toml",
+        "work": "work.txt",
+        "a_file": "a_file",
+        "spec": "spec.toml",
+    }
+    return {k: str(d / name) for k, name in names.items()} | {"dir": str(d)}
+
+
+FILE_CASES = [
+    ("experiments.run", ["{binary}"], "binary.toml: not a UTF-8 text file"),
+    ("experiments.run", ["{latin1}"], "latin1.toml: not a UTF-8 text file"),
+    ("experiments.run", ["loadtest-spawn", "--params", "{binary}"], "not a UTF-8 text file"),
+    ("experiments.run", ["loadtest-spawn", "--set", "work=empirical({work})"], "work: empirical("),
+    ("experiments.sweep", ["{binary}"], "not a UTF-8 text file"),
+    ("experiments.sweep", ["{spec}", "--out", "{dir}/s"], "report.point: expected a table"),
+    ("experiments.run", ["x" * 5000], "too long"),
+    ("experiments.sweep", ["loadtest-spawn", "--out", "{a_file}"], "is a file, not a folder"),
+    ("experiments.compare", ["loadtest-spawn", "--out", "{dir}"], "is a folder, not a file"),
+    ("calibration.fit", ["--out", "{dir}"], "is a folder, not a file"),
+    ("calibration.fit", ["sandboxes", "--out", "/proc/none/x.toml"], "cannot create"),
+    ("experiments.bench", ["--repeat", "-5"], "--repeat"),
+]
+
+
+@pytest.mark.parametrize("module, args, message", FILE_CASES, ids=[f"{m}:{' '.join(a)[:40]}" for m, a, _ in FILE_CASES])
+def test_bad_files_paths_and_options_exit_2_naming_them(files, module, args, message):
+    t0 = time.perf_counter()
+    r = run_module(module, *(a.format(**files) for a in args))
+    err = r.stderr.strip()
+    assert r.returncode == 2 and "\n" not in err and message in err, err
+    assert time.perf_counter() - t0 < 10
+
+
+def test_a_report_checks_its_point_and_scale_and_reads_a_table_without_errors(tmp_path):
+    out = tmp_path / "sw"
+    sweep = ["loadtest-spawn", "--set", "duration_s=2", "--factor", "clients.count=1,2", "--seeds", "1"]
+    assert run_module("experiments.sweep", *sweep, "--out", str(out), "--no-report").returncode == 0
+    results = out / "results.csv"
+    cases = [(["--point", "999"], "--point 999"), (["--point", "-1"], "--point -1"), (["--scale", "x"], "--scale x")]
+    for args, message in cases:
+        r = run_module("experiments.report", str(results), *args)
+        assert r.returncode == 2 and message in r.stderr, r.stderr
+    import pandas as pd
+
+    pd.read_csv(results).drop(columns=["error"]).to_csv(tmp_path / "noerror.csv", index=False)
+    assert run_module("experiments.report", str(tmp_path / "noerror.csv"), "--out", str(tmp_path / "r")).returncode == 0
+    # a malformed row in a sweep's table: the resume names the file and line
+    with results.open("a") as f:
+        f.write('1,"torn,row\n')
+    r = run_module("experiments.sweep", *sweep, "--out", str(out), "--no-report")
+    assert r.returncode == 2 and "results.csv, line" in r.stderr, r.stderr
