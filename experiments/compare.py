@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         ax.legend(fontsize=8)
         ax.set_title(args.title or ", ".join(args.scenarios))
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(args.out, dpi=110, bbox_inches="tight")
+        fig.savefig(args.out, dpi=110, bbox_inches="tight", format="png")  # at --out exactly, whatever its suffix
         print(args.out)
         return 0
 

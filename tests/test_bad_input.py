@@ -105,6 +105,12 @@ FILE_CASES = [
 ]
 
 
+def test_compare_writes_the_path_it_prints(tmp_path):
+    out = tmp_path / "figure-without-suffix"
+    r = run_module("experiments.compare", "loadtest-spawn", "--set", "duration_s=2", "--out", str(out))
+    assert r.returncode == 0 and r.stdout.strip() == str(out) and out.is_file()
+
+
 @pytest.mark.parametrize("module, args, message", FILE_CASES, ids=[f"{m}:{' '.join(a)[:40]}" for m, a, _ in FILE_CASES])
 def test_bad_files_paths_and_options_exit_2_naming_them(files, module, args, message):
     t0 = time.perf_counter()

@@ -102,6 +102,7 @@ def test_errors_count_failures_back_in_the_window_like_calls(tiny):
     m, a = trace(tiny)
     assert a["finished"].tolist() == [2, 2, 4, 4, 6, 6]
     assert m["calls"] == 0 and m["calls_back"] == 0
+    assert m["first_n_back_s"] is None  # no call of the run succeeded
     assert m["errors"] == 3 and m["errors_by_kind"] == {"item_failed": 3}
     assert m["errors_total"] == 9
 

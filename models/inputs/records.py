@@ -116,7 +116,8 @@ def summarize(a: dict[str, np.ndarray], window: Window) -> dict:
     calls = int(items[ok & done & issued_in_window].sum())
     calls_back = int(items[ok & in_window].sum())
     initial = a["initial"]
-    first_back = float(finished[initial].max()) if initial.any() and done[initial].all() else NAN
+    # until all of the calls in flight at the start are back; none if no call of the run succeeded
+    first_back = float(finished[initial].max()) if initial.any() and done[initial].all() and ok.any() else NAN
 
     served = ok & done & issued_in_window
     response = finished[served] - issued[served]
