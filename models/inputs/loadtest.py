@@ -162,7 +162,7 @@ MODEL = Model(
     probe={"duration_s": 1.0, "clients.count": 1, "clients.in_flight": 1, "function.copies": 1},
     size=lambda sc: sc.ideal_calls_per_s() * sc.duration_s,
     unit="calls",
-    budget=50e6,  # about a minute or two of wall time on the bench machine
+    budget=10e6,  # about a minute and 2 GiB on the bench machine (about 190 bytes a call)
     bottleneck="binding_limit",
     figures=(
         Figure(

@@ -7,6 +7,7 @@ interfaces.md ("Metrics").
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,11 +28,12 @@ class CallLog:
     """
 
     def __init__(self) -> None:
-        self.client: list[int] = []
-        self.work: list[float] = []  # the input's own work (a chunk's slowest item)
-        self.issued: list[float] = []  # first attempt
-        self.started: list[float] = []  # start on a container (NaN: never started)
-        self.finished: list[float] = []  # back at the caller, success or final failure (NaN: still out)
+        # raw machine numbers (array.array), not lists of Python objects: 40 bytes an input instead of ~170
+        self.client = array("q")
+        self.work = array("d")  # the input's own work (a chunk's slowest item)
+        self.issued = array("d")  # first attempt
+        self.started = array("d")  # start on a container (NaN: never started)
+        self.finished = array("d")  # back at the caller, success or final failure (NaN: still out)
         self.items: dict[int, int] = {}  # calls carried by a batched input (absent: 1)
         self.kind: dict[int, str] = {}  # rejection or failure kind (absent: success)
         self.attempts: dict[int, int] = {}  # tries (absent: 1)
@@ -57,13 +59,13 @@ class CallLog:
         ok[np.fromiter(self.kind.keys(), np.int64, len(self.kind))] = False
         return {
             "ok": ok,
-            "client": np.fromiter(self.client, np.int64, n),
+            "client": np.array(self.client, dtype=np.int64),
             "items": _dense(self.items, n, 1, np.int64),
-            "work": np.fromiter(self.work, float, n),
+            "work": np.array(self.work, dtype=float),
             "initial": initial,
-            "issued": np.fromiter(self.issued, float, n),
-            "started": np.fromiter(self.started, float, n),
-            "finished": np.fromiter(self.finished, float, n),
+            "issued": np.array(self.issued, dtype=float),
+            "started": np.array(self.started, dtype=float),
+            "finished": np.array(self.finished, dtype=float),
             "kind": _dense(self.kind, n, "", object),
             "attempts": _dense(self.attempts, n, 1, np.int64),
         }
