@@ -23,6 +23,8 @@ from typing import Any
 import simpy
 from simpy.events import NORMAL, URGENT
 
+from sim.scenario import ScenarioError
+
 
 class SimPyInternalsChanged(RuntimeError):
     """The installed SimPy no longer has the internals that ``Sim`` drives."""
@@ -71,11 +73,17 @@ class Sim:
         env, queue, pop = self.env, self._queue, heappop
         heappush(queue, (until, URGENT, next(self._eid), _halt, None))
         processed = 0
+        checkpoint = -1.0  # the clock at the last progress check
+        mask = STALL_EVENTS_MASK
         try:
             while queue:
                 entry = pop(queue)
                 env._now = entry[0]
                 processed += 1
+                if not processed & mask:  # a progress check every 2^25 events: has the clock moved?
+                    if env._now == checkpoint:
+                        raise Stalled(env._now, mask + 1)
+                    checkpoint = env._now
                 try:
                     arg = entry[4]  # a callback: (time, priority, id, fn, arg)
                 except IndexError:
@@ -99,6 +107,21 @@ class Sim:
 
 
 _EVENT = object()  # marks a SimPy event entry in run()'s loop
+
+# A run whose clock does not move over this many events (2^25, about a minute of wall time) has stopped making
+# progress: a time step below the clock's resolution, or a loop of zero delays. More than any legitimate burst at one
+# instant: the run-size budgets (experiments/cli.py) allow at most 10 million calls or 20 million sandboxes a run.
+STALL_EVENTS_MASK = 2**25 - 1
+
+
+class Stalled(ScenarioError):
+    """The simulated clock stopped advancing: bad input (exit 2), not a crash."""
+
+    def __init__(self, now: float, events: int) -> None:
+        super().__init__(
+            f"the simulation stopped making progress: {events:,} events at t = {now:.9g} s without the clock moving "
+            "(a time step too small for the clock, or a loop of zero delays)"
+        )
 
 
 class _Halt(Exception):

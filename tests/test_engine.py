@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 import simpy
 
+from sim import engine
 from sim.engine import Sim, SimPyInternalsChanged, _check_internals
+from sim.scenario import ScenarioError
 
 
 def test_callbacks_and_processes_share_one_clock_and_order():
@@ -71,3 +73,26 @@ def test_a_simpy_without_the_internals_fails_with_a_clear_message():
     del env._eid
     with pytest.raises(SimPyInternalsChanged, match=r"pinned in pyproject\.toml"):
         _check_internals(env)
+
+
+def test_a_clock_that_stops_moving_ends_the_run_as_bad_input(monkeypatch):
+    monkeypatch.setattr(engine, "STALL_EVENTS_MASK", 2**10 - 1)
+    sim = Sim()
+
+    def again(_arg: None) -> None:
+        sim.call_in(0.0, again)  # a loop of zero delays
+
+    sim.call_in(1.5, again)
+    with pytest.raises(ScenarioError, match=r"stopped making progress: 1,024 events at t = 1\.5 s"):
+        sim.run(until=10.0)
+    ok = Sim()  # a clock that moves is never stopped, however many events
+    ticks = []
+
+    def tick(_arg: None) -> None:
+        ticks.append(1)
+        if len(ticks) < 5000:
+            ok.call_in(1e-3, tick)
+
+    ok.call_in(0.0, tick)
+    ok.run(until=100.0)
+    assert len(ticks) == 5000
