@@ -133,7 +133,8 @@ class Load:
         if self.cp.retry == "backoff":
             attempt = self.log.attempts.get(call, 1)
             self.log.attempts[call] = attempt + 1
-            delay = min(self.cp.backoff_max_s, self.cp.backoff_base_s * 2 ** (attempt - 1))
+            # the exponent capped: 2 ** 1,100 would not fit a float, and the cap has long bound by then
+            delay = min(self.cp.backoff_max_s, self.cp.backoff_base_s * 2.0 ** min(attempt - 1, 1000))
             delay *= self._jitter.uniform(0.5, 1.0)
             self.lost[kind] = self.lost.get(kind, 0.0) + delay
             self.sim.call_in(delay, self._send, call)
