@@ -32,21 +32,22 @@ CASES = [
 ]
 
 
-def run_cli(*args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, float]:
-    t0 = time.perf_counter()
-    r = subprocess.run(
-        [sys.executable, "-m", "experiments.run", *args],
+def run_module(module: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m MODULE ARGS`` in a fresh process, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
         capture_output=True,
         text=True,
         timeout=60,
         env={**os.environ, **(env or {})},
     )
-    return r, time.perf_counter() - t0
 
 
 @pytest.mark.parametrize("preset, setting, key", CASES, ids=[f"{p}:{s}" for p, s, _ in CASES])
 def test_bad_or_huge_input_exits_2_fast_with_one_line(preset, setting, key):
-    r, wall = run_cli(preset, "--set", setting)
+    t0 = time.perf_counter()
+    r = run_module("experiments.run", preset, "--set", setting)
+    wall = time.perf_counter() - t0
     assert r.returncode == 2, r.stderr
     err = r.stderr.strip()
     assert "\n" not in err and "Traceback" not in err and f": {key}" in err, err
@@ -55,16 +56,14 @@ def test_bad_or_huge_input_exits_2_fast_with_one_line(preset, setting, key):
 
 
 def test_the_run_size_budget_can_be_raised_and_must_be_a_positive_number():
-    r, _ = run_cli("loadtest-spawn", "--set", "duration_s=1e5", env={"SCALESIM_BUDGET": "0.001"})
+    r = run_module("experiments.run", "loadtest-spawn", "--set", "duration_s=1e5", env={"SCALESIM_BUDGET": "0.001"})
     assert r.returncode == 2 and "SCALESIM_BUDGET" in r.stderr
-    r, _ = run_cli("loadtest-spawn", "--set", "duration_s=5", env={"SCALESIM_BUDGET": "nope"})
+    r = run_module("experiments.run", "loadtest-spawn", "--set", "duration_s=5", env={"SCALESIM_BUDGET": "nope"})
     assert r.returncode == 2 and "SCALESIM_BUDGET" in r.stderr
-    r, _ = run_cli("loadtest-spawn", "--set", "duration_s=5", "--json", env={"SCALESIM_BUDGET": "0.5"})
+    r = run_module(
+        "experiments.run", "loadtest-spawn", "--set", "duration_s=5", "--json", env={"SCALESIM_BUDGET": "0.5"}
+    )
     assert r.returncode == 0, r.stderr
-
-
-def run_module(module: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=60)
 
 
 @pytest.fixture(scope="module")
