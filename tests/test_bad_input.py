@@ -137,3 +137,14 @@ def test_a_report_checks_its_point_and_scale_and_reads_a_table_without_errors(tm
         f.write('1,"torn,row\n')
     r = run_module("experiments.sweep", *sweep, "--out", str(out), "--no-report")
     assert r.returncode == 2 and "results.csv, line" in r.stderr, r.stderr
+
+
+def test_a_sweep_of_a_hundred_million_seeds_starts_at_once_in_little_memory(tmp_path):
+    out = tmp_path / "many"
+    cmd = [sys.executable, "-m", "experiments.sweep", "loadtest-spawn", "--set", "duration_s=1", "--set"]
+    cmd += ["clients.count=1", "--seeds", "100000000", "--jobs", "1", "--no-report", "--out", str(out)]
+    with pytest.raises(subprocess.TimeoutExpired):
+        subprocess.run(cmd, capture_output=True, timeout=8)
+    rows = (out / "results.csv").read_text().count("\n") - 1  # runs finished before it was stopped
+    assert rows > 10
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 2 * 1024 * 1024  # KiB
