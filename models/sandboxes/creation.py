@@ -128,13 +128,15 @@ class Creation:
         n = min(int(self._tokens), c.concurrency - self.outstanding, self.sc.sandboxes.count - self.issued)
         if n > 0 and self.span_start is None:
             self.span_start = self.reading()
-        for _ in range(max(0, n)):
-            sb = self.issued
-            self.issued += 1
-            self.outstanding += 1
-            self.requested[sb] = now
-            self.cp.submit(sb)
-        self._tokens -= max(0, n)
+        if n > 0:
+            first = self.issued
+            self.issued += n
+            self.outstanding += n
+            self._tokens -= n
+            requested = self.requested
+            for sb in range(first, first + n):
+                requested[sb] = now
+            self.cp.submit_many(range(first, first + n))
         if self.issued < self.sc.sandboxes.count:
             self.sim.call_in(c.tick_s, self._tick)
 

@@ -38,6 +38,11 @@ class ControlPlane:
         """A create request leaves the client now."""
         raise NotImplementedError
 
+    def submit_many(self, sandboxes: range) -> None:
+        """Create requests leaving the client now, in order (a plane may take them in one loop)."""
+        for sandbox in sandboxes:
+            self.submit(sandbox)
+
     def finished(self, sandbox: int) -> None:
         """A sandbox ended (``sandboxes.lifetime_s`` > 0); its worker slot is already free."""
 

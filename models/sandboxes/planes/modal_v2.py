@@ -105,10 +105,31 @@ class ModalV2(ControlPlane):
     # scheduler → worker (a hop), the worker's RPC (rpc_s) and its accept or reject, the answer back to the scheduler
     # and on to the client (two hops): the create call returns then, placed and starting (domain.md §2).
     def submit(self, sandbox: int) -> None:
-        k = next(self._lb)
-        # booked when sent, answered a constant later (fleet.py, Servers): the hop and the request's own time
-        done = self.servers[k].done_at(self.p.cpu_s)
-        self.sim.call_at(done + self.hop + self.p.request_s, self._place, (sandbox, k))
+        self.submit_many(range(sandbox, sandbox + 1))
+
+    def submit_many(self, sandboxes: range) -> None:
+        # Each is booked when sent and placed a constant later (fleet.py, Servers: the hop and the request's own time).
+        # Consecutive requests placed at the same instant share one event (aggregation): they would have been
+        # consecutive entries of the event queue, so the order of everything is the same as with one event each.
+        lb, servers, call_at, place_all = self._lb, self.servers, self.sim.call_at, self._place_all
+        cpu, delay = self.p.cpu_s, self.hop + self.p.request_s
+        batch: list[tuple[int, int]] = []
+        at = -1.0
+        for sandbox in sandboxes:
+            k = next(lb)
+            t = servers[k].done_at(cpu) + delay
+            if t != at:
+                if batch:
+                    call_at(at, place_all, batch)
+                batch, at = [], t
+            batch.append((sandbox, k))
+        if batch:
+            call_at(at, place_all, batch)
+
+    def _place_all(self, batch: list[tuple[int, int]]) -> None:
+        place = self._place
+        for arg in batch:
+            place(arg)
 
     def _place(self, arg: tuple[int, int]) -> None:
         sandbox, k = arg
