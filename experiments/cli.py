@@ -23,7 +23,7 @@ class ArgParser(argparse.ArgumentParser):
     """argparse, but usage errors are one line and exit 2 like every other bad input."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: {message}", file=sys.stderr)
+        print(f"{self.prog}: {one_line(message)}", file=sys.stderr)
         sys.exit(BAD_INPUT)
 
 
@@ -89,10 +89,15 @@ def run_scenario(sc: Any, seed: int = 0, series: dict | None = None, records: bo
     return MODELS[sc.model].run(sc, seed=seed, series=series, records=records)
 
 
+def one_line(message: str) -> str:
+    """An error message as one line: what the user typed may hold line breaks, the message never does."""
+    return message.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def main_guard(prog: str, fn: Callable[[], int]) -> int:
     """Run ``fn``; turn bad input into one line and exit 2."""
     try:
         return fn()
     except ScenarioError as e:
-        print(f"{prog}: {e}", file=sys.stderr)
+        print(f"{prog}: {one_line(str(e))}", file=sys.stderr)
         return BAD_INPUT

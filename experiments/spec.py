@@ -222,7 +222,7 @@ def _report_point(points: list[Point], want: dict, scale: str | None, factors: d
             if k == "variant" or k not in values:
                 continue
             got = values[k]
-            both_numbers = isinstance(v, (int, float)) and isinstance(got, (int, float))
+            both_numbers = all(isinstance(x, (int, float)) and math.isfinite(x) for x in (v, got))
             d += abs(math.log2(max(got, 1e-9) / max(v, 1e-9))) if both_numbers else float(got != v)
         return d
 

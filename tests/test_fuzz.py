@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from experiments import run as run_cmd
-from experiments.cli import BUDGET_ENV, load_scenario
+from experiments import spec
+from experiments.cli import BUDGET_ENV, load_scenario, one_line
 from models.registry import MODELS
-from sim.scenario import flatten, schema_keys, to_dict
+from sim.scenario import ScenarioError, flatten, schema_keys, to_dict
 
 FUZZ_EXAMPLES = int(os.environ.get("SCALESIM_FUZZ_EXAMPLES", "150"))
 FUZZ_BUDGET = "0.001"
@@ -152,3 +153,29 @@ def monkeypatch_env():
         del os.environ[BUDGET_ENV]
     else:
         os.environ[BUDGET_ENV] = old
+
+
+factor_texts = st.one_of(
+    st.text(max_size=30),
+    st.builds(
+        lambda k, vs: f"{k}={','.join(vs)}",
+        st.sampled_from([*KEYS["loadtest-spawn"], "no.such", ""]),
+        st.lists(st.one_of(values, st.just("uniform(1, 2)")), max_size=4),
+    ),
+)
+
+
+@settings(max_examples=max(100, FUZZ_EXAMPLES // 2), deadline=None, derandomize=True)
+@given(
+    factors=st.lists(factor_texts, max_size=3),
+    sets=st.lists(st.builds(lambda k, v: f"{k}={v}", st.sampled_from(KEYS["loadtest-spawn"]), values), max_size=2),
+    seeds=st.one_of(st.none(), st.integers(-5, 10**12)),
+)
+def test_a_sweep_from_any_factors_is_a_spec_or_one_named_error(factors, sets, seeds):
+    # the sweep command's parsing and expansion (experiments/spec.py), without running: a spec, or ScenarioError
+    try:
+        sp = spec.load_spec("loadtest-spawn", sets, factors, seeds)
+    except ScenarioError as e:
+        assert "\n" not in one_line(str(e))  # what the command prints
+        return
+    assert sp.points and sp.seeds >= 1
