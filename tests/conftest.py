@@ -16,26 +16,16 @@ import pytest
 from calibration.candidates import OFF
 from experiments.cli import load_scenario
 from models.inputs.loadtest import Scenario
-from sim.scenario import build, parse_value
+from sim.scenario import build, merge, parse_value, set_dotted
 
-
-def _nest(flat: dict[str, str]) -> dict:
-    tree: dict = {}
-    for key, value in flat.items():
-        section, name = key.split(".")
-        tree.setdefault(section, {})[name] = parse_value(value)
-    return tree
-
-
-MECHANISMS_OFF = _nest(OFF)
+MECHANISMS_OFF: dict = {}
+for _key, _value in OFF.items():
+    set_dotted(MECHANISMS_OFF, _key, parse_value(_value))
 
 
 def mechanisms_off(tree: dict) -> dict:
     """``tree`` over MECHANISMS_OFF: every mechanism the tree does not set is off."""
-    out = {k: dict(v) for k, v in MECHANISMS_OFF.items()}
-    for k, v in tree.items():
-        out[k] = {**out.get(k, {}), **v} if isinstance(v, dict) and k in out else v
-    return out
+    return merge(MECHANISMS_OFF, tree)
 
 
 def scenario(tree: dict) -> Scenario:
