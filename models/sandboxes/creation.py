@@ -19,9 +19,9 @@ before it, does not count. The resources are the control plane's own (models/san
 locks, and the benchmark client; the client and the rate limits are token buckets, read as the requests they let
 through in the span over the most they can (burst + rate × span). ``bottleneck`` is the most utilized resource if it
 is limiting, that is busy at least ``LIMITING`` of the span, else ``"none"`` (the load itself sets the pace).
-A burst the fleet cannot hold (``fleet.allow_overload``; otherwise it is an error before the run) ends once the fleet
-is full and every placed sandbox is running: ``sandboxes_created`` < requested, the rejections so far, and
-``bottleneck = "capacity"``. A short
+A burst the fleet cannot hold (``fleet.allow_overload``; otherwise it is an error before the run) ends as soon as the
+fleet is full (its placed sandboxes' start paths are already computed, and they count as created): ``sandboxes_created``
+< requested, the rejections so far, and ``bottleneck = "capacity"``; the span ends there too. A short
 burst's span is mostly the start path's tail (about a second), so there every resource looks less busy than it was
 while the creates went through. Fill levels and offered loads are not busy fractions and are reported on their own:
 ``worker_slots_filled`` (the most slots in use over the fleet at once ÷ all slots), ``worker_slots_in_use_max`` (the
@@ -157,8 +157,9 @@ class Creation:
             self.sim.call_at(self.last_running, self._end, "stop" if sp.lifetime_s == 0 else "")
         elif sp.lifetime_s == 0 and placements == self.fleet.total:
             # the fleet is full and nothing will ever leave it (fleet.allow_overload): every create still out
-            # would be rejected for good, so the run ends once those placed are running, with what was created
-            self.sim.call_at(self.last_running, self._end, "full")
+            # would be rejected for good, so the run ends now (no retry storm while the last starts finish); the
+            # sandboxes placed will run at their computed times, and count as created
+            self._end("full")
 
     def placed_on(self, sandbox: int, worker: int) -> None:
         """The control plane placed the sandbox now: the create call returns, and the worker, told by RPC, begins its
@@ -203,7 +204,7 @@ def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None, records:
     creation.meters = {**cp.resources(), "rtnl_lock": fleet.locks, "client": creation}
     creation.start()
     sim.run(until=sc.horizon_s)
-    creation.cut(sim.now)
+    creation.cut(creation.last_running if creation.full else sim.now)
     if creation.span_end is None:  # not all created: the span ends with the run
         creation.span_end = creation.reading()
     metrics = summarize(creation, sc, cp, fleet, series)
