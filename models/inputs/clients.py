@@ -74,7 +74,7 @@ class Load:
         self.outstanding = 0  # inputs issued and not yet back: the run ends when none are, after the duration
         self.rejections: dict[str, int] = {}  # every rejected attempt, retried or not, by kind
         self.lost: dict[str, float] = {}  # input-seconds lost to rejections, by kind (models/inputs/monitor.py)
-        self._kinds, self._finished = log.kind, log.finished  # hot-path aliases
+        self._kinds, self._finished, self._close = log.kind, log.finished, log.close  # hot-path aliases
         self._pooled = http and cp.connection_limit > 0  # the client's HTTP connection pool binds
         self._conns = [0] * cp.count
         self._conn_wait: list[deque[int]] = [deque() for _ in range(cp.count)]
@@ -83,8 +83,9 @@ class Load:
 
     def begin(self) -> None:
         """Issue the calls in flight at the start."""
+        self.log.starting = True
         self.start()
-        self.log.n_initial = len(self.log)
+        self.log.starting = False
 
     def start(self) -> None:
         raise NotImplementedError
@@ -151,19 +152,20 @@ class Load:
             self._failed(call, self._kinds[call])
             return
         self._finished[call] = self.env._now
-        self.outstanding -= 1
-        if self.returned is not None:
-            self.returned(call)
-        if self.outstanding == 0:
-            self._maybe_drained()
+        self._back(call)
 
     def _failed(self, call: int, kind: str) -> None:
         log = self.log
         log.finished[call] = self.env._now
         log.kind[call] = kind
+        self._back(call)
+
+    def _back(self, call: int) -> None:
+        """The call is back for good: the caller moves on, the log folds the call in."""
         self.outstanding -= 1
         if self.returned is not None:
             self.returned(call)
+        self._close(call)
         if self.outstanding == 0:
             self._maybe_drained()
 

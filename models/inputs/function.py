@@ -146,6 +146,7 @@ class Function:
         self.pending: deque[tuple[int, int]] = deque()  # (call, style)
         self.n_pending = [0, 0]
         self.n_running = [0, 0]
+        self.started = 0  # inputs started so far (the monitor's cumulative series)
         if limits.enabled:
             self.accept = [
                 TokenBucket(limits.sync_accept_rate, limits.sync_accept_burst),
@@ -196,6 +197,7 @@ class Function:
                 self.n_running[style] += 1
                 c.running += 1
                 self._started_at[call] = now
+                self.started += 1
                 end = now + self._work[call]
                 if self._dispatch is not None:
                     end += self._dispatch()
@@ -255,6 +257,7 @@ class Function:
         self.n_running[style] += 1
         c.running += 1
         self._started_at[call] = now
+        self.started += 1
         end = now + self._work[call]
         if self._dispatch is not None:
             end += self._dispatch()
@@ -277,6 +280,7 @@ class Function:
             self.n_pending[nstyle] -= 1
             self.n_running[nstyle] += 1
             self._started_at[nxt] = now
+            self.started += 1
             end = now + self._work[nxt]
             if self._dispatch is not None:
                 end += self._dispatch()

@@ -14,15 +14,13 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-import numpy as np
-
 from models.inputs.approaches import APPROACHES
 from models.inputs.autoscaler import AutoscalerParams
 from models.inputs.clients import LOADS, ArrivalParams, ClientParams
 from models.inputs.function import FunctionParams, LimitParams
 from models.inputs.monitor import Monitor
 from models.inputs.overhead import OverheadParams
-from models.inputs.records import ERROR_KINDS, CallLog, Window, summarize
+from models.inputs.records import ERROR_KINDS, CallLog, Window
 from sim.dists import Dist, Uniform
 from sim.engine import Sim
 from sim.model import Figure, Model, TimeSeries, records_frame
@@ -81,7 +79,7 @@ def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool =
     wall0 = time.perf_counter()
     sim = Sim()
     streams = Streams(seed)
-    log = CallLog()
+    log = CallLog(Window(sc.warmup_s, sc.duration_s), keep=records)
     approach = APPROACHES[sc.approach]
     targets: list = []
     load = approach.load(sim, sc, log, streams, targets)
@@ -93,14 +91,11 @@ def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool =
     sim.run(until=sc.duration_s + sc.drain_s)  # or until the last call in flight is back after the duration
     end = sim.now
 
-    arrays = log.arrays()
-    metrics = summarize(arrays, Window(sc.warmup_s, sc.duration_s))
+    metrics = log.metrics()
     metrics["rejections_by_kind"] = dict(sorted(load.rejections.items()))
     metrics.update(monitor.diagnosis(load.lost, load.capacity(sc.duration_s - sc.warmup_s)))
     if series is not None:
         series.update(monitor.series)
-        started = np.sort(arrays["started"])
-        series["started"] = np.searchsorted(started, series["t"], side="right").tolist()
         series["accepted"] = [s + p for s, p in zip(series["started"], series["pending"], strict=True)]
     pools = [t.pool for t in targets]
     metrics.update(
@@ -112,7 +107,7 @@ def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool =
     )
     metrics["wall_s"] = time.perf_counter() - wall0
     if records:
-        metrics["records"] = records_frame(arrays, "input")
+        metrics["records"] = records_frame(log.arrays(), "input")
     return metrics
 
 

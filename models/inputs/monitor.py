@@ -32,6 +32,8 @@ WAIT_LIMITS = ("start_rate", "autoscaler", "max_containers")
 
 
 class Observed(Protocol):
+    started: int  # inputs started so far
+
     def state(self) -> tuple[int, int, int, str | None]:
         """(running, pending, containers, why pending inputs wait or None)."""
         ...
@@ -47,7 +49,7 @@ class Monitor:
         self.window = window
         self.waited = dict.fromkeys(WAIT_LIMITS, 0.0)  # input-seconds spent pending in the window, by reason
         self.series: dict[str, list[float]] | None = (
-            {"t": [], "running": [], "pending": [], "containers": []} if keep_series else None
+            {"t": [], "running": [], "pending": [], "containers": [], "started": []} if keep_series else None
         )
         sim.env.process(self._loop())
 
@@ -58,17 +60,24 @@ class Monitor:
             yield env.timeout(self.dt)
 
     def _sample(self, now: float) -> None:
-        running = pending = containers = 0
+        running = pending = containers = started = 0
         in_window = self.window[0] <= now < self.window[1]
         for t in self.targets:
             r, p, c, why = t.state()
             running += r
             pending += p
             containers += c
+            started += t.started
             if in_window and why is not None:
                 self.waited[why] += p * self.dt
         if self.series is not None:
-            for k, v in (("t", now), ("running", running), ("pending", pending), ("containers", containers)):
+            for k, v in (
+                ("t", now),
+                ("running", running),
+                ("pending", pending),
+                ("containers", containers),
+                ("started", started),
+            ):
                 self.series[k].append(v)
 
     def diagnosis(self, lost: dict[str, float], capacity: float) -> dict:

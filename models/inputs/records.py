@@ -1,60 +1,122 @@
-"""Per-call records in columnar form, and the one function that summarises them into metrics.
+"""Per-call records in columnar form, and the one summary that turns them into metrics.
 
-One row per input (a call, or a batched chunk of ``items`` calls). Columns are plain lists while the run
-appends to them and become numpy arrays in ``arrays()``; ``summarize`` turns them into the flat metrics of
-interfaces.md ("Metrics").
+One row per input (a call, or a batched chunk of ``items`` calls). While a run goes, ``CallLog`` holds the inputs in
+flight; an input that is back is folded into the run's ``CallSummary`` (in chunks, by numpy) and its row is reused,
+so memory follows what is in flight, not what has finished, unless the records are asked for (``keep``). The
+summary's counts, sums and means are exact; its percentiles come from a streaming histogram (sim/stats.py
+``LogHistogram``: relative error ≤ 0.1%). ``summarize`` is the same summary of a whole table of records (a trace).
 """
 
 from __future__ import annotations
 
+import math
 from array import array
 from dataclasses import dataclass
 
 import numpy as np
 
-from sim.stats import NAN, batch_means_ci95, finite, percentiles
+from sim.stats import NAN, LogHistogram, finite, mean_ci95
 
 # Every kind of rejection or failure the input plane reports: accept limits (models/inputs/function.py), the HTTP
 # proxy (models/inputs/approaches/server.py) and a failed item of a batched chunk.
 ERROR_KINDS = ("rate_limited", "queue_full", "http_503", "http_429", "item_failed")
+_KINDS = np.array(("", *ERROR_KINDS), dtype=object)  # a kind's code is its place here (0: success)
+_CODE = {k: i for i, k in enumerate(_KINDS)}
+
+
+@dataclass(frozen=True)
+class Window:
+    """The measurement window: calls are counted over [start, end)."""
+
+    start: float
+    end: float
 
 
 class CallLog:
-    """Columns of per-input records; an input's id is its row.
+    """Columns of the per-input records; an input's id is its row while it is out.
 
-    Dense columns are lists appended once per input (times not yet known are NaN); what most inputs share is kept
-    sparse (an input's items when not 1, its failure kind, its attempts when retried). The first ``n_initial``
-    inputs are the calls in flight at the start.
+    Dense columns are appended once per row (times not yet known are NaN); what most inputs share is kept sparse (an
+    input's items when not 1, its failure kind, its attempts when retried). ``close(call)`` is told when an input is
+    back for good: its row is folded into ``summary`` and, unless ``keep``, reused by a later input.
     """
 
-    def __init__(self) -> None:
-        # raw machine numbers (array.array), not lists of Python objects: 40 bytes an input instead of ~170
+    CHUNK = 1 << 15  # rows folded into the summary at a time
+
+    def __init__(self, window: Window = Window(0.0, math.inf), keep: bool = False) -> None:
+        # raw machine numbers (array.array), not lists of Python objects
         self.client = array("q")
         self.work = array("d")  # the input's own work (a chunk's slowest item)
         self.issued = array("d")  # first attempt
         self.started = array("d")  # start on a container (NaN: never started)
         self.finished = array("d")  # back at the caller, success or final failure (NaN: still out)
+        self.initial = bytearray()  # 1: in flight at the start (issued while ``starting``)
         self.items: dict[int, int] = {}  # calls carried by a batched input (absent: 1)
         self.kind: dict[int, str] = {}  # rejection or failure kind (absent: success)
         self.attempts: dict[int, int] = {}  # tries (absent: 1)
-        self.n_initial = 0
+        self.starting = False  # the load is issuing the calls in flight at the start
+        self.keep = keep
+        self.summary = CallSummary(window)
+        self._free: list[int] = []  # rows of inputs that are back, to reuse
+        self._closed: list[int] = []  # rows of inputs back, not yet folded into the summary
 
     def new(self, client: int, now: float, work: float) -> int:
+        if self._free:
+            call = self._free.pop()
+            self.client[call] = client
+            self.work[call] = work
+            self.issued[call] = now
+            self.started[call] = NAN
+            self.finished[call] = NAN
+            self.initial[call] = self.starting
+            return call
         call = len(self.issued)
         self.client.append(client)
         self.work.append(work)
         self.issued.append(now)
         self.started.append(NAN)
         self.finished.append(NAN)
+        self.initial.append(self.starting)
         return call
+
+    def close(self, call: int) -> None:
+        """The input is back for good (``finished`` is set): it is folded into the summary with the next chunk."""
+        self._closed.append(call)
+        if len(self._closed) >= self.CHUNK:
+            self._fold()
+
+    def _fold(self) -> None:
+        rows, self._closed = self._closed, []
+        at = np.array(rows, dtype=np.int64)
+        take = dict.get if self.keep else dict.pop
+        kinds = [take(self.kind, c, "") for c in rows] if self.kind else ()
+        self.summary.add(
+            {
+                **{c: np.frombuffer(getattr(self, c), dtype=float)[at] for c in _TIMES},
+                "ok": np.array([not k for k in kinds], dtype=bool) if kinds else np.ones(len(rows), dtype=bool),
+                "kind": np.array(kinds, dtype=object) if kinds else np.full(len(rows), "", dtype=object),
+                "items": _taken(self.items, rows, take),
+                "attempts": _taken(self.attempts, rows, take),
+                "initial": np.frombuffer(self.initial, dtype=np.int8)[at].astype(bool),
+            }
+        )
+        if not self.keep:
+            self._free.extend(rows)
+
+    def metrics(self) -> dict:
+        """The run's call metrics: the inputs back, and those still out at the end (never back)."""
+        self._fold()
+        out = np.isnan(np.frombuffer(self.finished, dtype=float))
+        if out.any():
+            a = self.arrays()
+            self.summary.add({c: v[out] for c, v in a.items() if c != "client"})
+        return self.summary.metrics()
 
     def __len__(self) -> int:
         return len(self.issued)
 
     def arrays(self) -> dict[str, np.ndarray]:
+        """Every row as numpy arrays (all the run's inputs when ``keep``)."""
         n = len(self)
-        initial = np.zeros(n, dtype=bool)
-        initial[: self.n_initial] = True
         ok = np.ones(n, dtype=bool)
         ok[np.fromiter(self.kind.keys(), np.int64, len(self.kind))] = False
         return {
@@ -62,13 +124,23 @@ class CallLog:
             "client": np.array(self.client, dtype=np.int64),
             "items": _dense(self.items, n, 1, np.int64),
             "work": np.array(self.work, dtype=float),
-            "initial": initial,
+            "initial": np.frombuffer(bytes(self.initial), dtype=np.int8).astype(bool),
             "issued": np.array(self.issued, dtype=float),
             "started": np.array(self.started, dtype=float),
             "finished": np.array(self.finished, dtype=float),
             "kind": _dense(self.kind, n, "", object),
             "attempts": _dense(self.attempts, n, 1, np.int64),
         }
+
+
+_TIMES = ("issued", "started", "finished", "work")
+
+
+def _taken(sparse: dict, rows: list[int], take) -> np.ndarray:
+    """The values of a sparse integer column (absent: 1) at ``rows``, taken out of it unless the log keeps them."""
+    if not sparse:
+        return np.ones(len(rows), dtype=np.int64)
+    return np.array([take(sparse, c, 1) for c in rows], dtype=np.int64)
 
 
 def _dense(sparse: dict, n: int, fill: object, dtype: type) -> np.ndarray:
@@ -80,16 +152,8 @@ def _dense(sparse: dict, n: int, fill: object, dtype: type) -> np.ndarray:
     return out
 
 
-@dataclass(frozen=True)
-class Window:
-    """The measurement window: calls are counted over [start, end)."""
-
-    start: float
-    end: float
-
-
 def summarize(a: dict[str, np.ndarray], window: Window) -> dict:
-    """The call metrics of interfaces.md from the records of one run (``CallLog.arrays()``).
+    """The call metrics of interfaces.md from a table of records (``CallLog.arrays()``, a trace): ``CallSummary``.
 
     Units. A *call* is one item: a batched chunk is one *input* that carries ``items`` calls; for every other approach
     an input is one call. Metrics named ``calls*`` and ``errors*`` count calls; ``inputs*`` count inputs; the added
@@ -107,63 +171,137 @@ def summarize(a: dict[str, np.ndarray], window: Window) -> dict:
     success or failure, over the inputs issued in the window that are back; a calls-weighted mean for ``calls_``).
     Whole run: ``retries``, ``inputs``, ``calls_issued``, ``calls_completed``, ``calls_in_flight`` (never back).
     """
-    ok = a["ok"]
-    items = a["items"]
-    issued, finished = a["issued"], a["finished"]
-    done = ~np.isnan(finished)
-    in_window = done & (finished >= window.start) & (finished < window.end)
-    issued_in_window = (issued >= window.start) & (issued < window.end)
-    span = window.end - window.start
+    summary = CallSummary(window)
+    summary.add(a)
+    return summary.metrics()
 
-    calls = int(items[ok & done & issued_in_window].sum())
-    calls_back = int(items[ok & in_window].sum())
-    initial = a["initial"]
-    # until all of the calls in flight at the start are back; none if no call of the run succeeded
-    first_back = float(finished[initial].max()) if initial.any() and done[initial].all() and ok.any() else NAN
 
-    served = ok & done & issued_in_window
-    response = finished[served] - issued[served]
-    added = response - a["work"][served]
-    started = ~np.isnan(a["started"]) & issued_in_window
-    waits = a["started"][started] - issued[started]  # in issue order: rows are created as calls are issued
+# the summary's running counts and sums (CallSummary.add says what each is)
+_SUMS = (
+    "inputs",
+    "calls_issued",
+    "calls_completed",
+    "calls_in_flight",
+    "calls",
+    "calls_back",
+    "errors",
+    "errors_total",
+    "retries",
+    "served",
+    "response_sum",
+    "overlap",
+    "overlap_calls",
+    "returned",
+    "returned_calls",
+    "in_system_sum",
+    "in_system_calls_sum",
+    "issued_inputs",
+    "issued_calls",
+)
 
-    # Little's law over the window, per input and per call (an input weighs its items)
-    back = np.where(done, finished, np.inf)
-    overlap = np.maximum(np.minimum(back, window.end) - np.maximum(issued, window.start), 0.0)
-    returned = issued_in_window & done
-    in_system = finished[returned] - issued[returned]
-    weights = items[returned]
 
-    failed = done & ~ok
-    failed_in_window = failed & in_window
-    errors_by_kind: dict[str, int] = {}
-    for kind, n in zip(a["kind"][failed_in_window], items[failed_in_window], strict=True):
-        errors_by_kind[kind] = errors_by_kind.get(kind, 0) + int(n)
+class CallSummary:
+    """The call metrics of a run, folded in from records in any number of parts (``summarize`` says what each
+    metric counts). Counts, sums and means are exact; percentiles are ``LogHistogram``'s; the CI of the mean wait
+    is by batch means over ``SLICES`` equal slices of the window by issue time."""
 
-    return {
-        "calls": calls,
-        "calls_per_s": calls / span,
-        "calls_back": calls_back,
-        "calls_back_per_s": calls_back / span,
-        "first_n_back_s": finite(first_back),
-        **percentiles(added, "added_latency"),
-        "errors": int(items[failed_in_window].sum()),
-        "errors_by_kind": dict(sorted(errors_by_kind.items())),
-        "errors_total": int(items[failed].sum()),
-        "retries": int((a["attempts"] - 1).sum()),
-        "response_mean_s": finite(float(np.mean(response))) if served.any() else None,
-        "calls_in_flight_mean": float(np.dot(overlap, items)) / span,
-        "calls_issued_per_s": float(items[issued_in_window].sum()) / span,
-        "calls_time_in_system_mean_s": finite(float(np.dot(in_system, weights) / weights.sum()))
-        if returned.any()
-        else None,
-        "inputs_in_flight_mean": float(overlap.sum()) / span,
-        "inputs_issued_per_s": float(issued_in_window.sum()) / span,
-        "inputs_time_in_system_mean_s": finite(float(in_system.mean())) if returned.any() else None,
-        "wait_mean_s": finite(float(waits.mean())) if len(waits) else None,
-        "wait_mean_ci95_s": finite(batch_means_ci95(waits)),
-        "inputs": len(issued),
-        "calls_issued": int(items.sum()),
-        "calls_completed": int(items[ok & done].sum()),
-        "calls_in_flight": int(items[~done].sum()),
-    }
+    SLICES = 20
+
+    def __init__(self, window: Window) -> None:
+        self.window = window
+        self.added = LogHistogram()  # added latency of the calls issued in the window that came back ok
+        self.errors_by_kind: dict[str, int] = {}
+        self.initial = self.initial_back = 0
+        self.initial_last_back = -math.inf
+        self.wait_slices = np.zeros((2, self.SLICES))  # sum and count of the waits of the inputs issued per slice
+        self.n = dict.fromkeys(_SUMS, 0)
+
+    def add(self, a: dict[str, np.ndarray]) -> None:
+        """Fold in records: columns ok, items, work, initial, issued, started, finished, kind, attempts."""
+        w, n = self.window, self.n
+        ok, items, issued, finished = a["ok"], a["items"], a["issued"], a["finished"]
+        done = ~np.isnan(finished)
+        in_window = done & (finished >= w.start) & (finished < w.end)
+        issued_in_window = (issued >= w.start) & (issued < w.end)
+
+        n["inputs"] += len(issued)
+        n["calls_issued"] += int(items.sum())
+        n["calls_completed"] += int(items[ok & done].sum())
+        n["calls_in_flight"] += int(items[~done].sum())
+        served = ok & done & issued_in_window
+        n["calls"] += int(items[served].sum())
+        n["calls_back"] += int(items[ok & in_window].sum())
+        n["retries"] += int((a["attempts"] - 1).sum())
+
+        initial = a["initial"]
+        self.initial += int(initial.sum())
+        self.initial_back += int((initial & done).sum())
+        if (initial & done).any():
+            self.initial_last_back = max(self.initial_last_back, float(finished[initial & done].max()))
+
+        response = finished[served] - issued[served]
+        self.added.add(response - a["work"][served])
+        n["served"] += len(response)
+        n["response_sum"] += float(response.sum())
+
+        started = ~np.isnan(a["started"]) & issued_in_window
+        waits = a["started"][started] - issued[started]
+        share = (issued[started] - w.start) / (w.end - w.start) if math.isfinite(w.end) else np.zeros(len(waits))
+        at = np.clip((share * self.SLICES).astype(np.int64), 0, self.SLICES - 1)
+        self.wait_slices[0] += np.bincount(at, weights=waits, minlength=self.SLICES)
+        self.wait_slices[1] += np.bincount(at, minlength=self.SLICES)
+
+        # Little's law over the window, per input and per call (an input weighs its items)
+        back = np.where(done, finished, np.inf)
+        overlap = np.maximum(np.minimum(back, w.end) - np.maximum(issued, w.start), 0.0)
+        n["overlap"] += float(overlap.sum())
+        n["overlap_calls"] += float(np.dot(overlap, items))
+        returned = issued_in_window & done
+        in_system = finished[returned] - issued[returned]
+        n["returned"] += len(in_system)
+        n["returned_calls"] += int(items[returned].sum())
+        n["in_system_sum"] += float(in_system.sum())
+        n["in_system_calls_sum"] += float(np.dot(in_system, items[returned]))
+        n["issued_inputs"] += int(issued_in_window.sum())
+        n["issued_calls"] += int(items[issued_in_window].sum())
+
+        failed = done & ~ok
+        n["errors_total"] += int(items[failed].sum())
+        failed_in_window = failed & in_window
+        n["errors"] += int(items[failed_in_window].sum())
+        for kind, k in zip(a["kind"][failed_in_window], items[failed_in_window], strict=True):
+            self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + int(k)
+
+    def metrics(self) -> dict:
+        n, span = self.n, self.window.end - self.window.start
+        # until all of the calls in flight at the start are back; none if no call of the run succeeded
+        all_back = self.initial and self.initial_back == self.initial and n["calls_completed"]
+        sums, counts = self.wait_slices
+        waits = counts.sum()
+        return {
+            "calls": n["calls"],
+            "calls_per_s": n["calls"] / span,
+            "calls_back": n["calls_back"],
+            "calls_back_per_s": n["calls_back"] / span,
+            "first_n_back_s": finite(self.initial_last_back) if all_back else None,
+            **self.added.percentiles("added_latency"),
+            "errors": n["errors"],
+            "errors_by_kind": dict(sorted(self.errors_by_kind.items())),
+            "errors_total": n["errors_total"],
+            "retries": n["retries"],
+            "response_mean_s": finite(n["response_sum"] / n["served"]) if n["served"] else None,
+            "calls_in_flight_mean": n["overlap_calls"] / span,
+            "calls_issued_per_s": n["issued_calls"] / span,
+            "calls_time_in_system_mean_s": finite(n["in_system_calls_sum"] / n["returned_calls"])
+            if n["returned_calls"]
+            else None,
+            "inputs_in_flight_mean": n["overlap"] / span,
+            "inputs_issued_per_s": n["issued_inputs"] / span,
+            "inputs_time_in_system_mean_s": finite(n["in_system_sum"] / n["returned"]) if n["returned"] else None,
+            "wait_mean_s": finite(sums.sum() / waits) if waits else None,
+            "wait_mean_ci95_s": finite(mean_ci95(sums[counts > 0] / counts[counts > 0])),
+            "inputs": n["inputs"],
+            "calls_issued": n["calls_issued"],
+            "calls_completed": n["calls_completed"],
+            "calls_in_flight": n["calls_in_flight"],
+        }

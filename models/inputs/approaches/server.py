@@ -101,6 +101,7 @@ class Proxy:
         self.log = log
         self.on_done = on_done
         self.active = 0
+        self.started = 0  # requests started so far (the monitor's cumulative series)
         self._burst_aware = ap.burst_aware
         self._n503, self._t503 = 0, -1.0  # burst_aware: requests answered 503 at the instant _t503
         # seconds of CPU per request on one container (0: CPU not modelled)
@@ -130,6 +131,7 @@ class Proxy:
         self._peak_since_decision = max(self._peak_since_decision, self.active)
         now = self.sim.now
         self.log.started[call] = now + self.sp.proxy_latency_s
+        self.started += 1
         if self._cpu_s:  # FCFS on the container's CPU, then the work, then back through the proxy
             cpu_done = max(now + self.sp.proxy_latency_s, c.cpu_free) + self._cpu_s
             c.cpu_free = cpu_done
