@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from experiments import api
+
 CASES = [
     ("loadtest-spawn", "duration_s=1e9", "run size"),
     ("loadtest-spawn", "duration_s=inf", "duration_s"),
@@ -148,3 +150,25 @@ def test_a_sweep_of_a_hundred_million_seeds_starts_at_once_in_little_memory(tmp_
     rows = (out / "results.csv").read_text().count("\n") - 1  # runs finished before it was stopped
     assert rows > 10
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 2 * 1024 * 1024  # KiB
+
+
+def test_backoff_past_a_thousand_retries_does_not_overflow():
+    # 2 ** attempt overflows a float after about 1,000 retries; the delay's exponent is capped long after the
+    # backoff cap binds. One accept token, then every retry of the second call is rate limited, 1 µs apart at most.
+    m = api.run(
+        "loadtest-remote",
+        set={
+            "clients.count": 1,
+            "clients.in_flight": 2,
+            "clients.retry": "backoff",
+            "clients.backoff_base_s": 1e-9,
+            "clients.backoff_max_s": 1e-6,
+            "limits.sync_accept_rate": 0.001,
+            "limits.sync_accept_burst": 1,
+            "overhead.submit": "constant(0)",
+            "duration_s": 0.005,
+            "warmup_s": 0,
+            "drain_s": 0,
+        },
+    )
+    assert m["retries"] > 2000 and m["rejections_by_kind"] == {"rate_limited": m["retries"]}
