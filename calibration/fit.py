@@ -29,14 +29,14 @@ from calibration.objective import Objective, Runner
 from calibration.sandboxes import SANDBOXES_OUT, fit_sandboxes
 from calibration.search import Fit, fit_candidate
 from calibration.targets import APPROACHES, Target, predictions, targets
-from experiments.cli import ArgParser, add_set_option, check_out, load_scenario, main_guard
-from sim.scenario import ScenarioError
+from experiments.cli import ArgParser, add_set_option, cap_jobs, check_out, load_scenario, main_guard
 
 __all__ = ["COLDSTART_OUT", "COLDSTART_RATIO", "COLDSTART_REFERENCE", "OUT", "main"]
 
 OUT = Path(__file__).resolve().parent / "params" / "reference-loadtest.toml"  # the shipped fit (code defaults)
 
 QUICK_RUNS = ("duration_s=5", "clients.in_flight=100")  # --quick: small, short load tests (not the reference)
+MAX_SEEDS, MAX_EVALS, MAX_PROFILE_POINTS = 1000, 100_000, 1000  # beyond these a fit would run for weeks
 QUICK_EVALS, QUICK_PROFILE = 3, 2  # --quick: Nelder–Mead evaluations, profile points per parameter
 
 
@@ -112,25 +112,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile-points", type=int, default=9, help="scan points per parameter's profile (default 9)")
     add_set_option(p, help="override applied to every simulation, e.g. duration_s=30 (repeatable)")
     args = p.parse_args(argv)
-    if args.seeds < 1 or args.jobs < 1 or args.max_evals < 0 or args.profile_points < 2:
-        p.error("--seeds and --jobs must be >= 1, --max-evals >= 0, --profile-points >= 2")
+    if not (1 <= args.seeds <= MAX_SEEDS) or args.jobs < 1 or not (0 <= args.max_evals <= MAX_EVALS):
+        p.error(f"--seeds must be 1 to {MAX_SEEDS}, --jobs >= 1, --max-evals 0 to {MAX_EVALS}")
+    if not (2 <= args.profile_points <= MAX_PROFILE_POINTS):
+        p.error(f"--profile-points must be 2 to {MAX_PROFILE_POINTS}")
     seeds = list(range(args.seeds))
-    if args.out:
-        try:
-            check_out(args.out)  # before the fit, not after it
-        except ScenarioError as e:
-            p.error(str(e))
-    if args.what == "coldstart":
-        print(fit_coldstart(seeds, args.out or COLDSTART_OUT))
-        return 0
-    if args.what == "sandboxes":
-        print(fit_sandboxes(seeds, args.out or SANDBOXES_OUT))
-        return 0
     try:
         cands = by_name(args.candidate)
     except ValueError as e:
         p.error(str(e))
-    return main_guard(p.prog, lambda: _loadtest(args, cands, seeds, argv))
+
+    def go() -> int:
+        if args.out:
+            check_out(args.out)  # before the fit, not after it
+        if args.what == "coldstart":
+            print(fit_coldstart(seeds, args.out or COLDSTART_OUT))
+            return 0
+        if args.what == "sandboxes":
+            print(fit_sandboxes(seeds, args.out or SANDBOXES_OUT))
+            return 0
+        args.jobs = cap_jobs(p.prog, args.jobs, len(seeds) * len(APPROACHES))
+        return _loadtest(args, cands, seeds, argv)
+
+    return main_guard(p.prog, go)
 
 
 def _loadtest(args, cands: list[Candidate], seeds: list[int], argv: list[str] | None) -> int:

@@ -14,12 +14,11 @@ back) scores MISSING_TERM.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
 from calibration.targets import Prediction, Target, measured
-from experiments.cli import load_scenario
+from experiments.cli import load_scenario, process_pool
 from models.inputs import loadtest
 
 MISSING_TERM = 1e4  # a figure the model never produced: as bad as being 100 bands off
@@ -40,7 +39,7 @@ class Runner:
     """Runs simulations in a process pool of ``jobs`` workers (in this process when jobs is 1)."""
 
     def __init__(self, jobs: int) -> None:
-        self.pool = ProcessPoolExecutor(jobs) if jobs > 1 else None
+        self.pool = process_pool(jobs) if jobs > 1 else None
 
     def map(self, fn: Callable, items: list) -> list:
         return list(self.pool.map(fn, items)) if self.pool else [fn(x) for x in items]

@@ -6,10 +6,13 @@ Exit codes: 0 success; 2 bad input, one line on stderr naming the key or file; 1
 from __future__ import annotations
 
 import argparse
+import ctypes
 import math
 import os
+import signal
 import sys
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -90,8 +93,11 @@ def run_scenario(sc: Any, seed: int = 0, series: dict | None = None, records: bo
 
 
 def one_line(message: str) -> str:
-    """An error message as one line: what the user typed may hold line breaks, the message never does."""
-    return message.replace("\r", "\\r").replace("\n", "\\n")
+    """An error message as one line: what the user typed may hold line breaks or other control characters (form
+    feed, NUL, ...), the message never does: they are escaped as Python writes them."""
+    if message.isprintable():
+        return message
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
 def main_guard(prog: str, fn: Callable[[], int]) -> int:
@@ -101,3 +107,31 @@ def main_guard(prog: str, fn: Callable[[], int]) -> int:
     except ScenarioError as e:
         print(f"{prog}: {one_line(str(e))}", file=sys.stderr)
         return BAD_INPUT
+
+
+# --- worker processes --------------------------------------------------------------------------------------------
+
+
+def cap_jobs(prog: str, jobs: int, runs: int) -> int:
+    """``jobs`` capped by the runs to do and the cores, saying so on stderr when capped (at least 1)."""
+    cap = min(jobs, runs, os.cpu_count() or 1)
+    if 1 <= cap < jobs:
+        print(f"{prog}: --jobs {jobs} capped at {cap} (runs to do and cores)", file=sys.stderr)
+    return max(1, cap)
+
+
+def process_pool(jobs: int) -> ProcessPoolExecutor:
+    """A pool of ``jobs`` worker processes that end when this process dies, SIGKILL included."""
+    return ProcessPoolExecutor(max_workers=jobs, initializer=die_with_parent, initargs=(os.getpid(),))
+
+
+def die_with_parent(parent: int) -> None:
+    """A pool worker's first act: ask Linux to kill it when the sweep's process dies, SIGKILL included
+    (prctl PR_SET_PDEATHSIG), so a killed sweep leaves no worker holding its pipes. Elsewhere: nothing."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the sweep died before the request took effect
+        os._exit(1)

@@ -30,26 +30,29 @@ def main(argv: list[str] | None = None) -> int:
 
     def go() -> int:
         check_out(args.out)
+        scenarios = [(name, load_scenario(name, args.sets, [])) for name in args.scenarios]  # all checked first
         fig, ax = plt.subplots(figsize=(8, 4.8))
-        for name in args.scenarios:
-            sc = load_scenario(name, args.sets, [])
-            series: dict = {}
-            m = run_scenario(sc, seed=args.seed, series=series)
-            model = MODELS[sc.model]
-            key, what = model.timeseries.lines[0]
-            rate = next((k for k in model.headline if k.endswith("_per_s")), None)
-            label = f"{sc.name or name}: {m[rate]:,.0f} {rate}" if rate else f"{sc.name or name}"
-            if m.get(model.bottleneck):
-                label += f", {model.bottleneck} {m[model.bottleneck]}"
-            ax.plot(series["t"], series[key], label=label)
-            ax.set_ylabel(what)
-            print(f"{name}: done ({m['wall_s']:.1f} s wall)", file=sys.stderr)
-        ax.set_xlabel("simulated time, s")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-        ax.set_title(args.title or ", ".join(args.scenarios))
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(args.out, dpi=110, bbox_inches="tight", format="png")  # at --out exactly, whatever its suffix
+        try:
+            for name, sc in scenarios:
+                series: dict = {}
+                m = run_scenario(sc, seed=args.seed, series=series)
+                model = MODELS[sc.model]
+                key, what = model.timeseries.lines[0]
+                rate = next((k for k in model.headline if k.endswith("_per_s")), None)
+                label = f"{sc.name or name}: {m[rate]:,.0f} {rate}" if rate else f"{sc.name or name}"
+                if m.get(model.bottleneck):
+                    label += f", {model.bottleneck} {m[model.bottleneck]}"
+                ax.plot(series["t"], series[key], label=label)
+                ax.set_ylabel(what)
+                print(f"{name}: done ({m['wall_s']:.1f} s wall)", file=sys.stderr)
+            ax.set_xlabel("simulated time, s")
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=8)
+            ax.set_title(args.title or ", ".join(args.scenarios))
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(args.out, dpi=110, bbox_inches="tight", format="png")  # at --out exactly, whatever its suffix
+        finally:
+            plt.close(fig)
         print(args.out)
         return 0
 

@@ -14,39 +14,34 @@ as ``results.parquet`` (sorted by point and seed), summaries across seeds as ``s
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import json
 import os
-import signal
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from experiments import report
-from experiments.cli import ArgParser, add_set_option, build_scenario, check_out, main_guard, run_scenario
+from experiments.cli import (
+    ArgParser,
+    add_set_option,
+    build_scenario,
+    cap_jobs,
+    check_out,
+    main_guard,
+    process_pool,
+    run_scenario,
+)
 from experiments.results import Appender, columns, done_rows, flat_metrics, read_results
 from experiments.spec import DEFAULT, Point, Spec, load_spec
 from models.registry import MODELS
 from sim.scenario import ScenarioError, flatten, to_dict
 
 # --- running ---------------------------------------------------------------------------------------------------
-
-
-def die_with_parent(parent: int) -> None:
-    """A pool worker's first act: ask Linux to kill it when the sweep's process dies, SIGKILL included
-    (prctl PR_SET_PDEATHSIG), so a killed sweep leaves no worker holding its pipes. Elsewhere: nothing."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the sweep died before the request took effect
-        os._exit(1)
 
 
 def run_point(point: Point, seed: int) -> dict:
@@ -128,10 +123,8 @@ def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh
         for s in range(spec.seeds)
         if (p.index, s) not in done
     )
-    cap = min(jobs, total - len(done), os.cpu_count() or 1)
-    if executor == "process" and 1 <= cap < jobs:
-        print(f"experiments.sweep: --jobs {jobs} capped at {cap} (runs to do and cores)", file=sys.stderr)
-    jobs = max(1, cap)
+    if executor == "process":
+        jobs = cap_jobs("experiments.sweep", jobs, total - len(done))
     progress = Progress(total, len(done))
     with Appender(results, header) as table:
 
@@ -143,7 +136,7 @@ def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh
             for p, s in todo:
                 write(run_point(p, s))
         else:
-            with ProcessPoolExecutor(max_workers=jobs, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
+            with process_pool(jobs) as pool:
                 pending: set[Future] = set()
                 try:
                     for job in itertools.chain(todo, [None]):

@@ -14,13 +14,18 @@ import contextlib
 import io
 import os
 import signal
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from calibration import fit as fit_cmd
+from experiments import compare as compare_cmd
+from experiments import report as report_cmd
 from experiments import run as run_cmd
-from experiments import spec
+from experiments import spec, sweep
 from experiments.cli import BUDGET_ENV, load_scenario, one_line
 from models.registry import MODELS
 from sim.scenario import ScenarioError, flatten, schema_keys, to_dict
@@ -123,13 +128,18 @@ def _alarm(_sig: int, _frame: object) -> None:
 )
 @given(argv=command_lines())
 def test_any_command_line_exits_0_or_2_with_one_line(argv, monkeypatch_env):
+    assert_0_or_2(run_cmd.main, argv)
+
+
+def assert_0_or_2(main: Callable[[list[str]], int], argv: list[str]) -> None:
+    """Run a command's ``main``: exit 0, or exit 2 with one line and no traceback, within the time budget."""
     out, err = io.StringIO(), io.StringIO()
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(TIME_BUDGET_S)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                rc = run_cmd.main(argv)
+                rc = main(argv)
             except SystemExit as e:  # argparse
                 rc = e.code
     except Hang:
@@ -141,7 +151,8 @@ def test_any_command_line_exits_0_or_2_with_one_line(argv, monkeypatch_env):
     event(f"exit {rc}")  # --hypothesis-show-statistics: how many ran and how many were refused
     assert rc in (0, 2), f"exit {rc} for {argv}: {text[-500:]}"
     if rc == 2:
-        assert text and "\n" not in text and "Traceback" not in text, f"{argv}: {text[-500:]}"
+        lines = [ln for ln in text.splitlines() if "capped at" not in ln]  # a --jobs note may come first
+        assert len(lines) == 1 and lines[0].isprintable() and "Traceback" not in text, f"{argv}: {text[-500:]}"
 
 
 @pytest.fixture(scope="module")
@@ -176,6 +187,98 @@ def test_a_sweep_from_any_factors_is_a_spec_or_one_named_error(factors, sets, se
     try:
         sp = spec.load_spec("loadtest-spawn", sets, factors, seeds)
     except ScenarioError as e:
-        assert "\n" not in one_line(str(e))  # what the command prints
+        assert one_line(str(e)).isprintable()  # what the command prints: one line
         return
     assert sp.points and sp.seeds >= 1
+
+
+# --- the other commands: report, compare, calibration.fit ------------------------------------------------------
+OTHER_EXAMPLES = max(10, FUZZ_EXAMPLES // 5)
+odd_paths = st.sampled_from(["", ".", "/", "/proc/nope/x", "/dev/null", "no/such/dir/x", "x" * 1001, "\x00", "é"])
+options = st.one_of(numbers.map(str), texts)
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory) -> Path:
+    """A folder holding a small sweep's results, files of odd content and a place for outputs."""
+    root = tmp_path_factory.mktemp("fuzz")
+    argv = ["loadtest-spawn", "--factor", "clients.count=1,2", "--set", "duration_s=3", "--set", "clients.in_flight=20"]
+    assert sweep.main([*argv, "--seeds", "1", "--jobs", "1", "--out", str(root / "sweep"), "--no-report"]) == 0
+    (root / "binary.csv").write_bytes(bytes(range(256)) * 4)
+    (root / "file").write_text("a file where a folder is wanted")
+    return root
+
+
+def mostly(valid: st.SearchStrategy, odd: st.SearchStrategy) -> st.SearchStrategy:
+    """Three times in four a valid choice, else an odd one: enough command lines get past the first check."""
+    return st.integers(0, 3).flatmap(lambda i: odd if i == 0 else valid)
+
+
+def pick_path(root: Path, *valid: str) -> st.SearchStrategy[str]:
+    named = st.sampled_from(["sweep/results.csv", "sweep", "binary.csv", "file", "no/such/x", *valid])
+    return mostly(
+        st.sampled_from(valid).map(lambda n: str(root / n)), st.one_of(named.map(lambda n: str(root / n)), odd_paths)
+    )
+
+
+@st.composite
+def report_lines(draw: st.DrawFn, root: Path) -> list[str]:
+    argv = [draw(pick_path(root, "sweep/results.csv", "sweep/results.parquet"))]
+    if draw(st.integers(0, 4)) == 0:  # a table of any text
+        table = root / f"drawn-{draw(st.integers(0, 3))}.csv"
+        table.write_text(draw(st.text(max_size=200)), errors="surrogatepass")
+        argv = [str(table)]
+    if draw(st.booleans()):
+        argv += ["--point", draw(mostly(st.sampled_from(["0", "1"]), options))]
+    if draw(st.booleans()):
+        argv += ["--scale", draw(mostly(st.sampled_from(["clients.count", "calls_per_s", "seed"]), options))]
+    return [*argv, "--out", draw(pick_path(root, "report", "report2"))]
+
+
+@settings(max_examples=OTHER_EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_any_report_command_line_exits_0_or_2_with_one_line(data, sandbox):
+    assert_0_or_2(report_cmd.main, data.draw(report_lines(sandbox)))
+
+
+@st.composite
+def compare_lines(draw: st.DrawFn, root: Path) -> list[str]:
+    model = draw(st.sampled_from(sorted(SMALL)))
+    ours = [p for p in PRESETS if load_scenario(p).model == model]
+    names = draw(st.lists(mostly(st.sampled_from(ours), st.one_of(texts, pick_path(root))), min_size=1, max_size=3))
+    sets = draw(mostly(st.just(SMALL[model]), st.lists(st.sampled_from([s for v in SMALL.values() for s in v]))))
+    argv = [*names, *(x for s_ in sets for x in ("--set", s_))]
+    if draw(st.booleans()):
+        argv += ["--seed", draw(mostly(st.integers(0, 2**63 - 1).map(str), options))]
+    if draw(st.booleans()):
+        argv += ["--title", draw(st.text(max_size=20))]
+    return [*argv, "--out", draw(pick_path(root, "compare.png", "c.svg"))]
+
+
+@settings(max_examples=OTHER_EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_any_compare_command_line_exits_0_or_2_with_one_line(data, sandbox, monkeypatch_env):
+    assert_0_or_2(compare_cmd.main, data.draw(compare_lines(sandbox)))
+
+
+@st.composite
+def fit_lines(draw: st.DrawFn, root: Path) -> list[str]:
+    # always --quick, and at most 3 seeds when valid: a full fit is minutes by design, not a hang
+    argv = [draw(mostly(st.sampled_from(["loadtest", "loadtest", "coldstart", "sandboxes"]), texts)), "--quick"]
+    argv += ["--seeds", draw(mostly(st.integers(1, 3).map(str), st.one_of(st.integers(-2, 0).map(str), texts)))]
+    for flag, choice in (
+        ("--jobs", st.one_of(st.integers(1, 2**40).map(str), options)),
+        ("--candidate", mostly(st.sampled_from(["baseline", "overhead", "ramp-start"]), texts)),
+        ("--leave-out", mostly(st.sampled_from(["spawn", "copies"]), texts)),
+        ("--set", st.builds(lambda k, v: f"{k}={v}", st.sampled_from(KEYS["loadtest-spawn"]), values)),
+        ("--profile-points", options),
+    ):
+        if draw(st.integers(0, 3)) == 0:
+            argv += [flag, draw(choice)]
+    return [*argv, "--out", draw(pick_path(root, "params.toml"))]
+
+
+@settings(max_examples=OTHER_EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_any_calibration_fit_command_line_exits_0_or_2_with_one_line(data, sandbox, monkeypatch_env):
+    assert_0_or_2(fit_cmd.main, data.draw(fit_lines(sandbox)))
