@@ -9,6 +9,7 @@ built yet) or whose switches it rejects is reported as skipped, with the reason,
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from experiments.cli import load_scenario
@@ -77,16 +78,18 @@ class Candidate:
     def start(self) -> tuple[float, ...]:
         return tuple(f.start for f in self.free)
 
-    def check(self, approaches: tuple[str, ...]) -> str | None:
-        """None if the model accepts this candidate, else why it is skipped ('unknown key ...' or the model's
-        own message for a rejected value)."""
+    def check(self, experiments: Iterable) -> str | None:
+        """None if the model accepts this candidate in every experiment (an approach of the reference test, or an
+        ``Experiment``: a trace's preset and sets), else why it is skipped ('unknown key ...' or the model's own
+        message for a rejected value)."""
         known = schema_keys(Scenario)
         for key in [s.split("=", 1)[0] for s in self.fixed] + sorted(self.free_keys):
             if key not in known:
                 return f"unknown key {key}"
-        for a in approaches:
+        for e in experiments:
+            preset, sets = (f"loadtest-{e}", ()) if isinstance(e, str) else (e.preset, e.sets)
             try:
-                load_scenario(f"loadtest-{a}", self.settings(self.start()), [])
+                load_scenario(preset, [*sets, *self.settings(self.start())], [])
             except ScenarioError as e:
                 return str(e).split(" (known here")[0]
         return None

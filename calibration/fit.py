@@ -17,19 +17,23 @@ only on purpose, with ``--out``).
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from calibration import report
+from calibration import report, sources
 from calibration.candidates import Candidate, by_name
 from calibration.coldstart import COLDSTART_OUT, COLDSTART_RATIO, COLDSTART_REFERENCE, fit_coldstart
-from calibration.objective import Objective, Runner
+from calibration.objective import Objective, Runner, spread
 from calibration.sandboxes import SANDBOXES_OUT, fit_sandboxes
 from calibration.search import Fit, fit_candidate
-from calibration.targets import APPROACHES, Target, predictions, targets
+from calibration.sources import COLDSTART_TRACE_OUT, Source
+from calibration.targets import APPROACHES, REFERENCE, Target, predictions, targets
 from experiments.cli import ArgParser, add_set_option, cap_jobs, check_out, load_scenario, main_guard
+from sim.scenario import ScenarioError
 
 __all__ = ["COLDSTART_OUT", "COLDSTART_RATIO", "COLDSTART_REFERENCE", "OUT", "main"]
 
@@ -49,35 +53,60 @@ def fit_all(
     max_evals: int,
     profile_points: int,
     extra: tuple[str, ...] = (),
+    traces: tuple[Source, ...] = (),
+    reference: Path | None = REFERENCE,
 ) -> tuple[list[Fit], tuple[Target, ...]]:
-    """Each candidate fitted to the targets of every approach but ``leave_out``; skipped ones say why."""
-    tgts = targets(leave_out)
-    report_keys = [p.key for p in predictions(leave_out)]
+    """Each candidate fitted to the targets: the ``reference`` table's (every approach but ``leave_out``), and those
+    of each trace of calls; skipped candidates say why."""
+    tgts = (*(targets(leave_out, reference) if reference else ()), *(t for src in traces for t in src.targets))
+    experiments = {src.experiment.name: src.experiment for src in traces}
+    report_keys = [p.key for p in predictions(leave_out, reference)] if reference else []
+    shown = (*(APPROACHES if reference else ()), *experiments)
     fits = []
     with Runner(jobs) as runner:
-        obj = Objective(runner, seeds, tgts, (*QUICK_RUNS, *extra) if quick else extra)
+        extra = (*QUICK_RUNS, *extra) if quick else extra
+        if traces and cands:  # a trace's bands: its bootstrap and the run-to-run noise of its experiment
+            tgts = widen(tgts, runner, experiments, [*extra, *cands[0].settings(cands[0].start())], len(seeds))
+        obj = Objective(runner, seeds, tgts, extra, experiments)
         for c in cands:
-            why = c.check(APPROACHES)
+            why = c.check([obj.experiment(name) for name in shown])
             if why:
                 print(f"{c.name}: skipped: {why}", flush=True)
                 fits.append(Fit(c, skipped=why, targets=tgts))
                 continue
             t0 = time.perf_counter()
             f = fit_candidate(obj, c, quick, QUICK_EVALS if quick else max_evals, profile_points)
-            f.figures = obj.figures(f.settings, APPROACHES, report_keys)  # every approach, predictions included
+            f.figures = obj.figures(f.settings, shown, report_keys)  # every experiment, predictions included
             print(f"{c.name}: loss {f.loss:.4g}, {f.evaluations} evaluations, {time.perf_counter() - t0:.1f} s")
             fits.append(f)
     return fits, tgts
 
 
-def describe(f: Fit, leave_out: str | None) -> list[str]:
+SPREAD_SEEDS = tuple(range(1000, 1008))  # runs that measure a trace experiment's run-to-run noise (not the fit's seeds)
+
+
+def widen(tgts: tuple[Target, ...], runner: Runner, experiments: dict, sets: list[str], n: int) -> tuple[Target, ...]:
+    """A trace target's band: √(bootstrap s.e.² + sd² (1 + 1/n)), sd the run-to-run standard deviation of the
+    figure over SPREAD_SEEDS at the first candidate's start, n the fit's seeds. A recorded trace is one run: its own
+    noise (the sd) and the model's mean over n seeds (sd²/n) both stand between it and the right parameters."""
+    keys = tuple(dict.fromkeys(t.key for t in tgts if t.approach in experiments))
+    sd = spread(runner, experiments.values(), sets, list(SPREAD_SEEDS), keys)
+    out = []
+    for t in tgts:
+        s = sd.get(t.approach, {}).get(t.key)
+        out.append(replace(t, band_s=math.sqrt(t.band_s**2 + s**2 * (1 + 1 / n))) if t.band_s and s else t)
+    return tuple(out)
+
+
+def describe(f: Fit, leave_out: str | None, reference: Path | None = REFERENCE) -> list[str]:
     """The kept fit: its parameters, residuals, predictions and profiles (Markdown)."""
     lines = [f"Candidate {f.candidate.name}: {f.candidate.doc}.", f"Objective {f.loss:.4g}; settings:"]
     lines += [f"  {s}" for s in f.settings]
     lines += ["", "Residuals (the fitted figures, model = mean over seeds):", *report.residual_table(f)]
-    what = f"the figures of {leave_out}, left out of the fit, and " if leave_out else ""
-    lines += ["", f"Predictions ({what}the cells kept aside; never fitted):"]
-    lines += report.prediction_table(f, predictions(leave_out))
+    if reference:
+        what = f"the figures of {leave_out}, left out of the fit, and " if leave_out else ""
+        lines += ["", f"Predictions ({what}the cells kept aside; never fitted):"]
+        lines += report.prediction_table(f, predictions(leave_out, reference))
     lines += ["", "Profiles (each parameter alone, the others at the fit; see calibration/search.py for the rule):"]
     return lines + report.profile_table(f)
 
@@ -85,12 +114,12 @@ def describe(f: Fit, leave_out: str | None) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     p = ArgParser(prog="python -m calibration.fit", description=__doc__.splitlines()[0])
     p.add_argument(
-        "what",
-        nargs="?",
-        choices=["loadtest", "coldstart", "sandboxes"],
-        default="loadtest",
-        help="loadtest: the input plane (default); coldstart: the container-start platform; sandboxes: the v2 create "
-        "path",
+        "sources",
+        nargs="*",
+        metavar="SOURCE",
+        help="what to fit to (default loadtest): a trace directory (calibration.run, or the simulator's), a reference "
+        "table file, or a reference name: loadtest (the input plane), coldstart (the container-start platform), "
+        "sandboxes (the v2 create path)",
     )
     p.add_argument("--seeds", type=int, default=3, help="replications per evaluation, seeds 0..N-1 (default 3)")
     p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
@@ -125,24 +154,51 @@ def main(argv: list[str] | None = None) -> int:
     def go() -> int:
         if args.out:
             check_out(args.out)  # before the fit, not after it
-        if args.what == "coldstart":
-            print(fit_coldstart(seeds, args.out or COLDSTART_OUT))
+        srcs = [sources.load(s) for s in args.sources or ["loadtest"]]
+        models = sorted({s.model for s in srcs})
+        if len(models) > 1:
+            raise ScenarioError(f"sources: one model at a time, got {', '.join(models)} ({', '.join(args.sources)})")
+        traces = tuple(s for s in srcs if s.trace is not None)
+        if models == ["coldstart"]:
+            if traces:
+                print(sources.fit_starts(traces, args.out or COLDSTART_TRACE_OUT))
+            else:
+                print(fit_coldstart(seeds, args.out or COLDSTART_OUT))
             return 0
-        if args.what == "sandboxes":
-            print(fit_sandboxes(seeds, args.out or SANDBOXES_OUT))
+        if models == ["sandboxes"]:
+            want = sources.schedule_p50(traces) if traces else None
+            print(fit_sandboxes(seeds, args.out or SANDBOXES_OUT, want, [str(t.trace.path) for t in traces]))
             return 0
-        args.jobs = cap_jobs(p.prog, args.jobs, len(seeds) * len(APPROACHES))
-        return _loadtest(args, cands, seeds, argv)
+        refs = [s for s in srcs if s.trace is None]
+        reference = None if not refs else REFERENCE if refs[0].name == "loadtest" else Path(refs[0].name)
+        if args.leave_out and reference is None:
+            raise ScenarioError("--leave-out: applies to a reference table's approaches; the sources are traces")
+        runs = len(seeds) * (len(APPROACHES) * bool(reference) + len(traces))
+        args.jobs = cap_jobs(p.prog, args.jobs, runs)
+        return _loadtest(args, cands, seeds, argv, traces, reference)
 
     return main_guard(p.prog, go)
 
 
-def _loadtest(args, cands: list[Candidate], seeds: list[int], argv: list[str] | None) -> int:
-    for a in APPROACHES:
+def _loadtest(
+    args, cands: list[Candidate], seeds: list[int], argv: list[str] | None, traces: tuple, reference: Path | None
+) -> int:
+    for a in APPROACHES if reference else ():
         load_scenario(f"loadtest-{a}", args.sets, [])  # a bad --set fails here, not as a skipped candidate
+    for src in traces:
+        load_scenario(src.experiment.preset, [*src.experiment.sets, *args.sets], [])
     profile_points = QUICK_PROFILE if args.quick else args.profile_points
     fits, tgts = fit_all(
-        cands, seeds, args.jobs, args.quick, args.leave_out, args.max_evals, profile_points, tuple(args.sets)
+        cands,
+        seeds,
+        args.jobs,
+        args.quick,
+        args.leave_out,
+        args.max_evals,
+        profile_points,
+        tuple(args.sets),
+        traces,
+        reference,
     )
     n = len(tgts)
     selection = report.selection_table(fits, n)
@@ -152,15 +208,21 @@ def _loadtest(args, cands: list[Candidate], seeds: list[int], argv: list[str] | 
     if best is None:
         print("no candidate could be fitted", file=sys.stderr)
         return 1
-    body = describe(best, args.leave_out)
+    body = describe(best, args.leave_out, reference)
+    for src in traces:
+        body += ["", f"Trace {src.trace.path} ({src.trace.manifest.get('source')}, {len(src.trace.table)} calls):"]
+        body += report.bootstrap_table(src.bootstrap, sources.RESAMPLES)
     print("", *body, sep="\n")
     if args.out:
         cmd = shlex.join(["python", "-m", "calibration.fit", *(argv if argv is not None else sys.argv[1:])])
         scope = f"every approach but {args.leave_out}" if args.leave_out else "every approach"
+        what = [f"The reference load test (domain.md §1), fitted to the released figures of {scope}."]
+        what = what if reference else []
+        what += [f"Fitted to the trace {src.trace.path} (method of simulated moments)." for src in traces]
         runs = [*QUICK_RUNS, *args.sets] if args.quick else args.sets
         comments = [
             f"Written by `{cmd}`.",
-            f"The reference load test (domain.md §1), fitted to the released figures of {scope}.",
+            *what,
             f"Seeds {seeds} (the model's figure is the mean over them)"
             + (f"; every run with {', '.join(runs)}." if runs else "."),
             "",

@@ -14,12 +14,15 @@ back) scores MISSING_TERM.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
+from calibration import trace
 from calibration.targets import Prediction, Target, measured
 from experiments.cli import load_scenario, process_pool
 from models.inputs import loadtest
+from models.inputs.records import Window
 
 MISSING_TERM = 1e4  # a figure the model never produced: as bad as being 100 bands off
 EXTRA_METRICS = ("calls_issued", "calls_issued_per_s")  # reported next to the targets (errors' band, counting rule)
@@ -28,10 +31,32 @@ SLOWEST_FIRST = ("server", "copies", "spawn", "batching")  # the pool takes the 
 Figures = dict[str, dict[str, float | None]]  # approach -> metric -> mean over seeds (None: not produced)
 
 
-def simulate(job: tuple[str, tuple[str, ...], int, tuple[str, ...]]) -> dict:
-    """One run of the reference test of an approach: only the metrics asked for (a pool worker's task)."""
-    approach, sets, seed, keys = job
-    m = loadtest.run(load_scenario(f"loadtest-{approach}", list(sets), []), seed=seed)
+@dataclass(frozen=True)
+class Experiment:
+    """What a figure's model value comes from: a preset with its own ``--set``s (a trace's experiment), measured
+    from the run's metrics or, for a trace (``statistics``), by calibration/trace.py's ``statistics`` of its records:
+    the function that measured the trace."""
+
+    name: str
+    preset: str
+    sets: tuple[str, ...] = ()
+    statistics: bool = False
+
+
+def reference(approach: str) -> Experiment:
+    """The reference load test of an approach (domain.md §1)."""
+    return Experiment(approach, f"loadtest-{approach}")
+
+
+def simulate(job: tuple[Experiment, tuple[str, ...], int, tuple[str, ...]]) -> dict:
+    """One run of an experiment: only the figures asked for (a pool worker's task)."""
+    exp, sets, seed, keys = job
+    sc = load_scenario(exp.preset, [*exp.sets, *sets], [])
+    m = loadtest.run(sc, seed=seed, records=exp.statistics)
+    if exp.statistics:
+        stats = trace.statistics(m.pop("records"), Window(sc.warmup_s, sc.duration_s))
+        stats["containers_seen"] = m["containers_peak"]  # the simulator's containers: each runs inputs
+        m.update(stats)
     return {k: m.get(k) for k in keys}
 
 
@@ -83,8 +108,14 @@ class Objective:
     """The loss of a list of ``--set`` overrides, over ``targets``; ``extra`` applies to every run (--quick)."""
 
     def __init__(
-        self, runner: Runner, seeds: list[int], targets: tuple[Target, ...], extra: tuple[str, ...] = ()
+        self,
+        runner: Runner,
+        seeds: list[int],
+        targets: tuple[Target, ...],
+        extra: tuple[str, ...] = (),
+        experiments: dict[str, Experiment] | None = None,
     ) -> None:
+        self.experiments = experiments or {}  # by name; an approach of the reference test needs no entry
         self.runner = runner
         self.seeds = seeds
         self.targets = targets
@@ -99,14 +130,35 @@ class Objective:
         memo = (tuple(sets), approaches, keys)
         if memo not in self._cache:
             order = sorted(approaches, key=lambda a: SLOWEST_FIRST.index(a) if a in SLOWEST_FIRST else -1)
-            jobs = [(a, (*self.extra, *sets), s, keys) for a in order for s in self.seeds]
+            jobs = [(self.experiment(a), (*self.extra, *sets), s, keys) for a in order for s in self.seeds]
             results = self.runner.map(simulate, jobs)
-            self._cache[memo] = mean_figures((j[0], r) for j, r in zip(jobs, results, strict=True))
+            self._cache[memo] = mean_figures((j[0].name, r) for j, r in zip(jobs, results, strict=True))
             self.evaluations += 1
         return self._cache[memo]
 
+    def experiment(self, name: str) -> Experiment:
+        return self.experiments.get(name) or reference(name)
+
     def __call__(self, sets: list[str]) -> float:
         return loss(self.figures(sets), self.targets)
+
+
+def spread(
+    runner: Runner, experiments: Iterable[Experiment], sets: list[str], seeds: list[int], keys: tuple[str, ...]
+) -> Figures:
+    """Per experiment, each figure's standard deviation over runs of ``seeds``: the run-to-run noise that one recorded
+    run holds and its bootstrap over calls cannot see (a cold start, a scaling decision, move every call of a run)."""
+    exps = list(experiments)
+    jobs = [(e, tuple(sets), s, keys) for e in exps for s in seeds]
+    results = runner.map(simulate, jobs)
+    out: Figures = {}
+    for e in exps:
+        rows = [r for j, r in zip(jobs, results, strict=True) if j[0] is e]
+        out[e.name] = {}
+        for k in keys:
+            vals = [r[k] for r in rows if r[k] is not None and np.isfinite(r[k])]
+            out[e.name][k] = float(np.std(vals, ddof=1)) if len(vals) > 1 else None
+    return out
 
 
 def residual_rows(figs: Figures, targets: Iterable[Target]) -> list[dict]:

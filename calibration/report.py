@@ -97,6 +97,12 @@ def residual_table(f: Fit) -> list[str]:
     return table(["approach", "figure", "measured", "model", "rel. error", "band", "within", "loss term"], rows)
 
 
+def bootstrap_table(boot: dict[str, tuple[float, float, float, float]], resamples: int) -> list[str]:
+    """A trace's statistics: value, bootstrap standard error and 95% interval (over its calls)."""
+    rows = [[k, _num(v), _num(se, 3), f"{_num(lo)} .. {_num(hi)}"] for k, (v, se, lo, hi) in boot.items()]
+    return table(["statistic", "trace", "bootstrap s.e.", f"95% interval ({resamples} resamples)"], rows)
+
+
 def prediction_table(f: Fit, preds: tuple[Prediction, ...]) -> list[str]:
     rows = [
         [

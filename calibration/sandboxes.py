@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 from scipy import optimize
 
+from sim.scenario import ScenarioError
+
 SCHEDULE_BAND_S = (0.010, 0.099)  # "tens of milliseconds" (domain.md §2, Timing)
 SCHEDULE_TARGET_S = math.sqrt(SCHEDULE_BAND_S[0] * SCHEDULE_BAND_S[1])
 TTI_P50_BOUND_S = 0.5  # "median under half a second"
@@ -39,22 +41,27 @@ def sandbox_figures(request_s: float, seeds: list[int]) -> dict[str, float]:
     return {k: float(np.mean([r[k] for r in runs])) for k in keys}
 
 
-def fit_sandboxes(seeds: list[int], path: Path) -> str:
-    """Root-find ``request_s`` so the schedule p50 is the band's middle; write it with its residuals."""
+def fit_sandboxes(seeds: list[int], path: Path, want: float | None = None, traces: list[str] = ()) -> str:
+    """Root-find ``request_s`` so the schedule p50 is the band's middle (or ``want``: a trace's median schedule
+    latency); write it with its residuals."""
 
     def gap(x: float, want: float) -> float:
         return sandbox_figures(x, seeds)["schedule_latency_p50_s"] - want
 
-    request = float(f"{optimize.brentq(gap, 0.0, 0.2, args=(SCHEDULE_TARGET_S,), xtol=1e-5):.3g}")
+    target = SCHEDULE_TARGET_S if want is None else want
+    if not gap(0.0, target) < 0 < gap(0.2, target):
+        raise ScenarioError(f"schedule latency p50 {target:.4g} s: outside what request_s from 0 to 0.2 s can give")
+    request = float(f"{optimize.brentq(gap, 0.0, 0.2, args=(target,), xtol=1e-5):.3g}")
     low = optimize.brentq(gap, 0.0, 0.2, args=(SCHEDULE_BAND_S[0],), xtol=1e-5)
     high = optimize.brentq(gap, 0.0, 0.2, args=(SCHEDULE_BAND_S[1],), xtol=1e-5)
     figs = sandbox_figures(request, seeds)
     lo, hi = SCHEDULE_BAND_S
+    aim = f"the middle of {lo * 1000:g}–{hi * 1000:g} ms" if want is None else "the traces' median"
+    source = "domain.md §2 ('tens of milliseconds')" if want is None else f"the traces {', '.join(traces)}"
     lines = [
-        "# Written by `python -m calibration.fit sandboxes`: the v2 create path's request time in the scheduler,",
-        f"# fitted to domain.md §2 ('tens of milliseconds') on sandboxes-v2 with {', '.join(FIT_RUNS)}, seeds {seeds}.",
-        f"#   schedule_latency_p50_s: {figs['schedule_latency_p50_s']:.4g} (target {SCHEDULE_TARGET_S:.4g}: the middle "
-        f"of {lo * 1000:g}–{hi * 1000:g} ms)",
+        f"# Written by `python -m calibration.fit {' '.join(traces) or 'sandboxes'}`: the v2 create path's request",
+        f"# time in the scheduler, fitted to {source} on sandboxes-v2 with {', '.join(FIT_RUNS)}, seeds {seeds}.",
+        f"#   schedule_latency_p50_s: {figs['schedule_latency_p50_s']:.4g} (target {target:.4g}: {aim})",
         f"#   schedule_latency_p99_s: {figs['schedule_latency_p99_s']:.4g} (not published)",
         f"#   tti_p50_s: {figs['tti_p50_s']:.4g} (bound: under {TTI_P50_BOUND_S:g}; a check, not fitted)",
         f"#   tti_p90_s, tti_p99_s: {figs['tti_p90_s']:.4g}, {figs['tti_p99_s']:.4g} (not published: 'longer than "

@@ -1,8 +1,10 @@
-"""The reference load test's measured figures as data: what the fit aims at, and what it must predict unseen.
+"""What a fit aims at: targets (a measured figure and its band) and predictions (reported, never fitted).
 
-Source: domain.md §1, "Measured" (8 clients × 1,000 calls in flight, work uniform(1, 10) s, 60 s). Every released
-cell is a ``Target``; the cells marked "kept aside" are ``Prediction``s: the model's value is reported next to them,
-never fitted (their measured values are not released to the project, so there is nothing to fit them to).
+The reference load test's measured table is data, calibration/reference/loadtest.toml (domain.md §1, "Measured": 8
+clients × 1,000 calls in flight, work uniform(1, 10) s, 60 s). Every released cell is a ``Target``; the cells marked
+"kept aside" are ``Prediction``s: the model's value is reported next to them, never fitted (their measured values are
+not released to the project, so there is nothing to fit them to). A recorded trace's figures are targets too, with a
+band from the bootstrap over the trace's calls instead (calibration/sources.py).
 
 Tolerances are issue 9's acceptance bands, by kind of figure: calls/s and containers 10%, first 8,000 back 20%,
 added-latency percentiles 30% (an absolute 0.1 s for measured values under 0.5 s: a predicted 0.00 s is not a 0.20 s
@@ -11,7 +13,9 @@ median), errors exactly 0 (a penalty of one band per 1% of the calls issued that
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
+from pathlib import Path
 
 # The model's metric names (models/inputs/records.py ``summarize``).
 CALLS = "calls_per_s"
@@ -41,10 +45,11 @@ class Target:
     complete inside 60 s only five times.
     """
 
-    approach: str
+    approach: str  # the experiment: an approach of the reference test, or a trace's name
     figure: str
     measured: float
     metric: str = ""
+    band_s: float = 0.0  # its own band (a trace figure: from the bootstrap), in the figure's unit; 0: the table's
 
     @property
     def key(self) -> str:
@@ -53,6 +58,8 @@ class Target:
 
     def tolerance(self, calls_issued: float = 0.0) -> float:
         """One band, in the figure's own unit (errors: 1% of the model's calls issued, at least one call)."""
+        if self.band_s:
+            return self.band_s
         if self.figure == ERRORS:
             return max(1.0, ERROR_SHARE * calls_issued)
         if self.figure in LATENCIES and self.measured < FLOOR_BELOW_S:
@@ -61,6 +68,8 @@ class Target:
 
     def band(self) -> str:
         """The band as text: '10%', '0.1 s' or 'exact'."""
+        if self.band_s:
+            return f"±{self.band_s:.3g}"
         if self.figure == ERRORS:
             return "exact"
         if self.figure in LATENCIES and self.measured < FLOOR_BELOW_S:
@@ -70,7 +79,7 @@ class Target:
     def within(self, model: float | None) -> bool:
         if model is None:
             return False
-        if self.figure == ERRORS:
+        if self.figure == ERRORS and not self.band_s:
             return model == self.measured
         return abs(model - self.measured) <= self.tolerance() * (1 + 1e-9)
 
@@ -88,48 +97,39 @@ class Prediction:
         return self.metric or self.figure
 
 
-def _row(approach: str, calls: float, first: float | None, latencies, containers: float | None) -> list[Target]:
-    rows = [Target(approach, CALLS, calls)]
-    if first is not None:
-        rows.append(Target(approach, FIRST, first))
-    if latencies is not None:
-        rows += [Target(approach, k, v) for k, v in zip(LATENCIES, latencies, strict=True)]
-    if containers is not None:
-        rows.append(Target(approach, CONTAINERS, containers))
-    # errors: every failed call of the run (``errors_total``), not only those back inside the window: measured 0
-    rows.append(Target(approach, ERRORS, 0.0, metric="errors_total"))
-    return rows
+REFERENCE = Path(__file__).resolve().parent / "reference" / "loadtest.toml"
 
 
-# domain.md §1, "Measured": every released cell ("ideal" is the model's own formula, not a measurement).
-TARGETS: tuple[Target, ...] = (
-    *_row("spawn", 589.0, 34.6, (9.11, 13.6, 19.8), 12.0),
-    *_row("copies", 1391.0, 18.2, (0.20, 1.48, 5.65), 19.0),
-    # batching's 800 calls/s: under the counting rule of Target's docstring (calls issued in the window, back ok).
-    *_row("batching", 800.0, None, None, 6.0),
-    *_row("server", 1401.0, 15.6, None, None),
-)
-
-# domain.md §1, the cells marked "kept aside": judged, never fitted.
-PREDICTIONS: tuple[Prediction, ...] = (
-    Prediction("batching", FIRST),
-    *(Prediction("batching", k) for k in LATENCIES),
-    *(Prediction("server", k) for k in LATENCIES),
-    Prediction("server", CONTAINERS),
-)
+def reference_table(path: Path = REFERENCE) -> tuple[tuple[Target, ...], tuple[Prediction, ...]]:
+    """The targets and predictions of a reference table: per approach, its released figures and ``kept_aside``."""
+    table = tomllib.loads(path.read_text())
+    tgts: list[Target] = []
+    preds: list[Prediction] = []
+    for approach in APPROACHES:
+        row = dict(table.get(approach, {}))
+        preds += [Prediction(approach, k) for k in row.pop("kept_aside", [])]
+        for figure, value in row.items():
+            # errors: every failed call of the run (``errors_total``), not only those back inside the window
+            tgts.append(Target(approach, figure, float(value), metric="errors_total" if figure == ERRORS else ""))
+    return tuple(tgts), tuple(preds)
 
 
-def targets(leave_out: str | None = None) -> tuple[Target, ...]:
-    """The targets of every approach but ``leave_out``."""
+TARGETS, PREDICTIONS = reference_table()
+
+
+def targets(leave_out: str | None = None, path: Path = REFERENCE) -> tuple[Target, ...]:
+    """The targets of a reference table (default: the reference load test's) of every approach but ``leave_out``."""
     if leave_out is not None and leave_out not in APPROACHES:
         raise ValueError(f"--leave-out {leave_out}: not an approach of the reference test ({', '.join(APPROACHES)})")
-    return tuple(t for t in TARGETS if t.approach != leave_out)
+    tgts = TARGETS if path == REFERENCE else reference_table(path)[0]
+    return tuple(t for t in tgts if t.approach != leave_out)
 
 
-def predictions(leave_out: str | None = None) -> tuple[Prediction, ...]:
+def predictions(leave_out: str | None = None, path: Path = REFERENCE) -> tuple[Prediction, ...]:
     """What is reported but not fitted: the kept-aside cells, plus every figure of the left-out approach."""
-    left = tuple(Prediction(t.approach, t.figure, t.metric) for t in TARGETS if t.approach == leave_out)
-    return (*left, *PREDICTIONS)
+    tgts, preds = (TARGETS, PREDICTIONS) if path == REFERENCE else reference_table(path)
+    left = tuple(Prediction(t.approach, t.figure, t.metric) for t in tgts if t.approach == leave_out)
+    return (*left, *preds)
 
 
 def measured(approach: str, figure: str) -> float | None:

@@ -19,7 +19,17 @@ from typing import Any
 
 from experiments.cli import build_scenario
 from models.registry import MODELS, model_of
-from sim.scenario import PRESETS, ScenarioError, exists, parse_value, read_toml, resolve, schema_keys, set_dotted
+from sim.scenario import (
+    PRESETS,
+    ScenarioError,
+    exists,
+    flatten,
+    parse_value,
+    read_toml,
+    resolve,
+    schema_keys,
+    set_dotted,
+)
 
 SWEEPS = Path(__file__).resolve().parent / "sweeps"
 DEFAULT = "loadtest-scale"
@@ -99,9 +109,15 @@ def _scenario_keys(where: str, sets: dict, schema: type) -> list[tuple[str, Any]
 
 
 def load_spec(
-    arg: str | None, sets: list[str] = (), factors: list[str] = (), seeds: int | None = None, quick: bool = False
+    arg: str | None,
+    sets: list[str] = (),
+    factors: list[str] = (),
+    seeds: int | None = None,
+    quick: bool = False,
+    params: list[str] = (),
 ) -> Spec:
-    """Read a sweep spec (or a scenario to sweep), apply the command line, and expand its points."""
+    """Read a sweep spec (or a scenario to sweep), apply the command line (``params``: parameter files, e.g. a
+    fit's, overlaid at every point before the ``--set``s), and expand its points."""
     name = arg or DEFAULT
     path = Path(name)
     if exists(SWEEPS / f"{name}.toml"):
@@ -139,6 +155,8 @@ def load_spec(
         n_seeds = q.get("seeds", n_seeds)
         factor_table.update(_table("quick.factors", q.get("factors", {})))
         base_sets += _scenario_keys("quick.set", _table("quick.set", q.get("set", {})), schema)
+    for f in params:
+        base_sets += _scenario_keys(f"--params {f}", flatten(read_toml(Path(f))), schema)
     for s in sets:
         if "=" not in s:
             raise ScenarioError(f"--set {s}: expected KEY=VALUE")

@@ -165,6 +165,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_set_option(p, "override a scenario key at every point (repeatable)")
     p.add_argument(
+        "--params",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a parameter TOML file (e.g. calibration.fit --out) overlaid at every point, before --set (repeatable)",
+    )
+    p.add_argument(
         "--factor",
         dest="factors",
         action="append",
@@ -189,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--jobs: must be >= 1, got {args.jobs}")
 
     def go() -> int:
-        spec = load_spec(args.spec, args.sets, args.factors, args.seeds, args.quick)
+        spec = load_spec(args.spec, args.sets, args.factors, args.seeds, args.quick, args.params)
         out = check_out(args.out or Path("runs") / (spec.name + ("-quick" if args.quick else "")), folder=True)
         t0 = time.perf_counter()
         table = run_sweep(spec, out, args.jobs, args.executor, args.fresh)

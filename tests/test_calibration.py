@@ -94,7 +94,7 @@ def test_a_leave_out_objective_has_no_term_and_no_run_of_the_left_out_approach()
         }
         runner = Recorder()
         Objective(runner, [0, 1], tgts)(["limits.start_rate=1000"])
-        assert runner.jobs and all(job[0] != left for job in runner.jobs)
+        assert runner.jobs and all(job[0].name != left for job in runner.jobs)
     with pytest.raises(ValueError, match="remote"):
         targets("remote")
 

@@ -1,0 +1,168 @@
+"""Fitting to traces (calibration/trace.py, calibration/sources.py): one schema for real and simulated runs, checked
+reading, the statistics the simulator's own metrics agree with, and parameter recovery from simulated traces."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from calibration import sources, trace
+from calibration.candidates import CPU_1, HALF_RTT, SERVER_CPU, Candidate, Free, switches
+from calibration.fit import fit_all
+from calibration.fit import main as fit_main
+from experiments.cli import load_scenario
+from models.inputs import loadtest
+from sim.stats import LogHistogram
+
+SMALL = {"clients.count": 2, "clients.in_flight": 200, "duration_s": 30, "warmup_s": 0}
+
+
+def simulated_trace(path: Path, sets: list[str], seed: int, what: str = "spawn", load: dict | None = None) -> Path:
+    """The simulator's trace of a small load test (``run(..., records=True)``): ``load`` (default SMALL) is the
+    experiment, recorded in the manifest; ``sets`` the parameters that made it (the fit does not see them)."""
+    load = load or SMALL
+    sc = load_scenario(f"loadtest-{what}", [*sets, *(f"{k}={v}" for k, v in load.items())], [])
+    m = loadtest.run(sc, seed=seed, records=True)
+    manifest, table = trace.of_run(m, sc, f"loadtest-{what}", load, what)
+    return trace.write(path, manifest, table)
+
+
+def test_a_simulated_trace_reads_back_and_its_statistics_are_the_runs_metrics(tmp_path):
+    sc = load_scenario("loadtest-spawn", [f"{k}={v}" for k, v in SMALL.items()], [])
+    m = loadtest.run(sc, seed=3, records=True)
+    manifest, table = trace.of_run(m, sc, "loadtest-spawn", SMALL, "spawn")
+    tr = trace.read(trace.write(tmp_path / "t", manifest, table))
+    assert tr.kind == "calls" and len(tr.table) == m["inputs"] and tr.manifest["source"] == "scalesim"
+    stats = trace.statistics(tr.table, tr.window)
+    for k in ("calls_per_s", "first_n_back_s", "errors_total", "calls_issued"):
+        assert stats[k] == m[k], k
+    for k in ("added_latency_p50_s", "added_latency_p99_s"):  # the run's from its histogram, the trace's likewise
+        assert stats[k] == pytest.approx(m[k], rel=2 * LogHistogram.ALPHA), k
+    assert sum(stats[f"calls_back_per_s_q{q}"] for q in range(1, 5)) * 30 / 4 == m["calls_back"]
+
+
+def write_bad(path: Path, manifest: dict | str | bytes, table: pd.DataFrame | bytes | None) -> Path:
+    path.mkdir()
+    if isinstance(manifest, bytes):
+        (path / trace.MANIFEST).write_bytes(manifest)
+    else:
+        (path / trace.MANIFEST).write_text(manifest if isinstance(manifest, str) else json.dumps(manifest))
+    if isinstance(table, bytes):
+        (path / "calls.parquet").write_bytes(table)
+    elif table is not None:
+        table.to_parquet(path / "calls.parquet")
+    return path
+
+
+GOOD = {"kind": "calls", "what": "spawn", "source": "modal", "scenario": {"preset": "loadtest-spawn"}, "window": [0, 1]}
+ROW = {
+    "client": [0],
+    "issued": [0.0],
+    "started": [0.1],
+    "finished": [1.0],
+    "work": [0.5],
+    "items": [1],
+    "kind": [""],
+    "attempts": [1],
+    "initial": [True],
+}
+
+
+@pytest.mark.parametrize(
+    "manifest, table, names",
+    [
+        (GOOD, pd.DataFrame({k: v for k, v in ROW.items() if k != "finished"}), ("calls.parquet", "'finished'")),
+        (GOOD, pd.DataFrame({**ROW, "issued": ["soon"]}), ("calls.parquet", "'issued'")),
+        (GOOD, pd.DataFrame({**ROW, "kind": ["timeout!"]}), ("calls.parquet", "'kind'")),
+        (GOOD, pd.DataFrame({**ROW, "items": [0]}), ("calls.parquet", "'items'")),
+        (GOOD, bytes(range(256)), ("calls.parquet", "not a Parquet")),
+        (GOOD, None, ("calls.parquet", "missing")),
+        (b"\xff\xfe\x00", pd.DataFrame(ROW), ("manifest.json", "not JSON")),
+        ({**GOOD, "window": [1, float("inf")]}, pd.DataFrame(ROW), ("manifest.json", "window")),
+        ({k: v for k, v in GOOD.items() if k != "scenario"}, pd.DataFrame(ROW), ("manifest.json", "'scenario'")),
+        ({**GOOD, "kind": "pages"}, pd.DataFrame(ROW), ("manifest.json", "kind")),
+    ],
+    ids=[
+        "missing-column",
+        "text-times",
+        "unknown-kind",
+        "zero-items",
+        "binary",
+        "no-table",
+        "binary-manifest",
+        "inf",
+        "no-scenario",
+        "bad-kind",
+    ],
+)
+def test_a_malformed_trace_exits_2_naming_the_file_and_column(tmp_path, capsys, manifest, table, names):
+    path = write_bad(tmp_path / "t", manifest, table)
+    assert fit_main([str(path), "--quick", "--seeds", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    for name in names:
+        assert name in err, err
+
+
+def test_sources_are_one_model_at_a_time_and_unknown_ones_exit_2(tmp_path, capsys):
+    path = simulated_trace(tmp_path / "t", [], seed=0)
+    assert fit_main([str(path), "coldstart", "--quick"]) == 2
+    assert fit_main(["nosuch"]) == 2
+    assert fit_main([str(path), "--leave-out", "spawn"]) == 2  # a reference table's approaches; here only a trace
+    err = capsys.readouterr().err.splitlines()
+    assert "one model at a time" in err[0] and "nosuch: not a source" in err[1] and "--leave-out" in err[2]
+
+
+def test_parameters_are_recovered_from_a_simulated_trace_and_the_unidentifiable_one_is_flagged(tmp_path):
+    # Known parameters; two traces from seed 7 (their noise), fitted with common random numbers on seeds 0 and 1. The
+    # spawn trace sees the start limit (it binds: 400 calls in flight want 73 starts/s); a lightly loaded .remote
+    # trace (20 calls in flight, warm containers after the first seconds) sees the round trip's legs, its added
+    # latency being little else. The server's CPU per request never acts in either, so the fit must flag it.
+    cand = Candidate(
+        "recovery",
+        "start limit, round trip and an inert parameter",
+        switches(**CPU_1),
+        (Free("start_rate", "limits.start_rate", 10.0, 1000.0, 100.0), HALF_RTT, replace(SERVER_CPU, grid=())),
+    )
+    truth = {"start_rate": 40.0, "overhead_leg_s": 0.3, "cpu_per_request_s": 0.004}
+    sets = cand.settings(tuple(truth.values()))
+    light = {**SMALL, "clients.count": 1, "clients.in_flight": 20}
+    paths = [simulated_trace(tmp_path / "spawn", sets, 7)]
+    paths.append(simulated_trace(tmp_path / "remote", sets, 7, "remote", light))
+    srcs = tuple(sources.load(str(p)) for p in paths)
+    (fit,), _ = fit_all([cand], [0, 1], 1, False, None, 60, 7, traces=srcs, reference=None)
+    got = dict(zip(truth, fit.values, strict=True))
+    pinned = {p.free.name: p.pinned for p in fit.profiles}
+    assert pinned == {"start_rate": True, "overhead_leg_s": True, "cpu_per_request_s": False}, fit.profiles
+    for name in ("start_rate", "overhead_leg_s"):
+        assert got[name] == pytest.approx(truth[name], rel=0.10), (name, got)
+
+
+def test_a_trace_of_starts_gives_the_cold_start_distribution(tmp_path):
+    rng = np.random.default_rng(0)
+    total = rng.lognormal(np.log(2.0), 0.4, 2000)
+    t = trace.write(
+        tmp_path / "starts",
+        {**GOOD, "kind": "starts", "what": "coldstart", "scenario": {"preset": "coldstart-torch"}},
+        pd.DataFrame({"t": np.arange(2000.0), "total": total}),
+    )
+    out = tmp_path / "cold.toml"
+    assert fit_main([str(t), "--out", str(out)]) == 0
+    sc = load_scenario("loadtest-spawn", [], [str(out)])
+    assert sc.autoscaler.cold_start.median == pytest.approx(2.0, rel=0.05)
+
+
+def test_a_fitted_parameter_file_is_accepted_by_a_sweep(tmp_path):
+    from experiments import sweep
+
+    params = tmp_path / "p.toml"
+    params.write_text("[limits]\nstart_rate = 123.0\n")
+    out = tmp_path / "sw"
+    argv = ["loadtest-spawn", "--params", str(params), "--set", "duration_s=2", "--set", "clients.in_flight=10"]
+    assert sweep.main([*argv, "--seeds", "1", "--jobs", "1", "--out", str(out), "--no-report"]) == 0
+    assert (pd.read_csv(out / "results.csv")["limits.start_rate"] == 123.0).all()
