@@ -194,8 +194,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.point is not None and args.point not in set(table["point"]):
             points = sorted(set(table["point"]))
             raise ScenarioError(f"--point {args.point}: no such point (the table's are {points[0]} to {points[-1]})")
-        if args.scale is not None and args.scale not in table.columns:
-            raise ScenarioError(f"--scale {args.scale}: not a column of {args.results}")
+        if args.scale is not None:
+            model = MODELS[str(table["model"].iloc[0])] if "model" in table and len(table) else MODELS["function"]
+            params = [c for c in table.columns if c in schema_keys(model.schema) or c == "point"]
+            if args.scale not in params:
+                some = ", ".join(meta.get("factors", {}) or params[:3])
+                raise ScenarioError(f"--scale {args.scale}: not a parameter column of {args.results} (e.g. {some})")
         page = make_report(
             table,
             args.out or args.results.parent,
