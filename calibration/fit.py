@@ -1,4 +1,12 @@
-"""Fit the input plane's mechanisms to the reference load test and choose among them: ``python -m calibration.fit``.
+"""Fit model parameters to recorded traces or reference measurements: ``python -m calibration.fit [SOURCE...]``.
+
+SOURCE (calibration/sources.py) is a trace directory (calibration.run's, or the simulator's) or a reference table
+(default ``loadtest``). Traces of calls are fitted by the method of simulated moments: each trace's statistics are
+targets (bands: bootstrap over its calls and the run-to-run noise of its experiment, ``widen``), its experiment is
+simulated at each candidate's parameters, and the same search, profiles and selection as below apply. Traces of starts
+give the cold-start distribution; traces of sandbox creates the v2 request time.
+
+The reference load test:
 
 Every released figure of domain.md §1's measured table is a target (calibration/targets.py: calls/s, first 8,000 back,
 added-latency p50/p90/p99, containers and errors of spawn, app copies, batching and server, with issue 9's acceptance
