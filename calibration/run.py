@@ -577,11 +577,11 @@ def run(
                 f"server: set {PROXY_KEY_ENV} and {PROXY_SECRET_ENV} to a workspace proxy token "
                 "(`modal workspace proxy-tokens`): the server requires proxy auth"
             )
-    check_out(plan.out, folder=True)
     print(describe(plan, args.cpu_price, args.memory_price))
     if not args.yes and not confirm(plan, cost):
         print(f"{PROG}: not confirmed; nothing deployed", file=sys.stderr)
         return 1
+    check_out(plan.out, folder=True)  # before anything is deployed
     try:
         written = execute(plan, deployer or ModalDeployer(), driver or drive(args))
     except RunFailed as e:
