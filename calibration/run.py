@@ -147,6 +147,8 @@ def validate(args: argparse.Namespace) -> None:
         raise ScenarioError("--work-max: the work must have a positive mean (a maximum above 0)")
     if args.warmup >= args.duration:
         raise ScenarioError(f"--warmup: {args.warmup:g} s must be below --duration {args.duration:g} s")
+    if args.region is not None and not re.fullmatch(r"[a-z0-9-]{1,40}", args.region):
+        raise ScenarioError("--region: a Modal region name such as us-east (a-z, 0-9, '-')")
     if args.run_id is not None and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,23}", args.run_id):
         raise ScenarioError("--run-id: 1 to 24 characters of a-z, 0-9 and '-' (it becomes part of app names)")
 
@@ -299,6 +301,20 @@ def describe(plan: Plan, cpu_price: float, memory_price: float) -> str:
 
 
 # --- credentials --------------------------------------------------------------------------------------------------
+
+
+def load_modal() -> None:
+    """Import modal, which reads its configuration file at import (modal/config.py ``_read_user_config`` raises
+    ``InvalidError`` on a malformed ``~/.modal.toml``): bad input, one line naming the file, never its content (it
+    may hold a token)."""
+    try:
+        import modal  # noqa: F401
+    except Exception as e:
+        path = os.environ.get("MODAL_CONFIG_PATH") or os.path.expanduser("~/.modal.toml")
+        raise ScenarioError(
+            f"{path}: modal cannot read its configuration ({type(e).__name__}); fix or move it"
+        ) from None
+
 
 CREDENTIALS_HELP = (
     "no Modal credentials: run `modal token new` (writes ~/.modal.toml), or set MODAL_TOKEN_ID and "
@@ -558,6 +574,7 @@ def run(
     """The command; ``deployer``/``driver``/``credentials`` are for tests (defaults: Modal's)."""
     args = parser().parse_args(argv)
     validate(args)
+    load_modal()
     args.run_id = args.run_id or default_run_id()
     plan = make_plan(args)
     if plan.out.exists() and not plan.out.is_dir():

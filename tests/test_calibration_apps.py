@@ -356,6 +356,14 @@ def test_real_run_without_credentials_exits_2_with_one_line(tmp_path: Path) -> N
     assert "Traceback" not in r.stderr and not (tmp_path / "o").exists()
 
 
+def test_a_malformed_modal_config_exits_2_without_echoing_it(tmp_path: Path) -> None:
+    (tmp_path / ".modal.toml").write_text("token_secret = as-SECRET [not toml")
+    cmd = [sys.executable, "-m", "calibration.run", "spawn", "--dry-run"]
+    r = subprocess.run(cmd, cwd=ROOT, env=clean_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert ".modal.toml" in r.stderr and "SECRET" not in r.stderr + r.stdout
+
+
 def test_dry_run_cost_follows_the_prices() -> None:
     args = calrun.parser().parse_args(["spawn", "--run-id", "x"])
     plan = calrun.make_plan(args)
@@ -379,6 +387,7 @@ def test_dry_run_cost_follows_the_prices() -> None:
         ("--memory-mib", "1e308"),
         ("--sandboxes", "99999999999999999999"),
         ("--run-id", "Bad Name"),
+        ("--region", "us east\n"),
     ],
 )
 def test_bad_options_exit_2_naming_the_option(capsys: pytest.CaptureFixture, option: str, value: str) -> None:
