@@ -493,7 +493,7 @@ async def drive_async(args: argparse.Namespace, plan: Plan, handles: list[Any]) 
         for mode in modes:
             cls = modal.Cls.from_name(names[0], {"lazy": "LazyProbe", "snapshot": "SnapshotProbe"}[mode])
             table, t0 = await callers.coldstart_loop(
-                cls(), args.starts, args.start_interval, seed=args.seed, timeout_s=plan.lifetime_s
+                cls().probe, args.starts, args.start_interval, seed=args.seed, timeout_s=plan.lifetime_s
             )
             end = max(float(table["t"].max()), 0.0) + args.startup_timeout if len(table) else 1.0
             mf = callers.manifest(
@@ -613,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return main_guard(PROG, lambda: run(argv))
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; the apps were stopped", file=sys.stderr)
+        print(f"{PROG}: interrupted (any app deployed was stopped)", file=sys.stderr)
         return 130
 
 

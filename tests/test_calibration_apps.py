@@ -492,3 +492,45 @@ def test_a_run_past_its_wall_clock_limit_fails_and_is_stopped(tmp_path: Path, mo
     with pytest.raises(calrun.RunFailed, match="longer than"):
         calrun.execute(plan, dep, calrun.drive(args))
     assert dep.stopped == ["scalesim-cal-spawn-t"]
+
+
+@pytest.mark.parametrize("what", ["remote", "spawn", "copies", "batching", "coldstart", "sandboxes"])
+def test_the_real_driver_with_modal_lookups_stubbed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str) -> None:
+    """calibration.run's own driver end to end, modal's look-ups answered by stand-ins (no network)."""
+    import time
+
+    import modal
+
+    class Probe:
+        def __init__(self) -> None:
+            self.probe = type("M", (), {"remote": Aio(self._probe)})()
+
+        async def _probe(self) -> dict:
+            return {"ready": time.time(), "container": "ta-p"}
+
+    looked_up: list[tuple[str, str]] = []
+    monkeypatch.setattr(modal.Function, "from_name", lambda app, name: looked_up.append((app, name)) or StandIn())
+    monkeypatch.setattr(modal.Cls, "from_name", lambda app, name: looked_up.append((app, name)) or Probe)
+    proc = type("Proc", (), {"wait": Aio(lambda: asyncio.sleep(0, result=0))})()
+    box = type(
+        "Box", (), {"exec": Aio(lambda *a: asyncio.sleep(0, result=proc)), "terminate": Aio(lambda: asyncio.sleep(0))}
+    )
+    fake_sandbox = type("Sandbox", (), {"create": Aio(lambda *a, **k: asyncio.sleep(0, result=box()))})
+    real_probe = sbx.probe
+    monkeypatch.setattr(sbx, "probe", lambda *a, **k: real_probe(*a, **k, sandbox=fake_sandbox))
+    small = ["--clients", "2", "--calls", "3", "--duration", "0.2", "--drain", "2", "--work-min", "0.001"]
+    small += ["--work-max", "0.01", "--copies", "2", "--round", "5", "--chunk", "2", "--starts", "3"]
+    small += ["--start-interval", "0.01", "--sandboxes", "4", "--concurrency", "2"]
+    dep = FakeDeployer()
+    argv = [what, "--yes", "--run-id", "t", "--out", str(tmp_path), *small]
+    assert calrun.run(argv, deployer=dep, credentials=lambda: True) == 0
+    assert dep.stopped == dep.deployed[::-1] and dep.deployed
+    dirs = sorted(p.name for p in tmp_path.iterdir())
+    assert dirs == (["coldstart-lazy", "coldstart-snapshot"] if what == "coldstart" else [what])
+    for d in dirs:
+        tr = trace.read(tmp_path / d)
+        assert len(tr.table) > 0 and tr.manifest["apps"] == dep.deployed
+        preset = {"coldstart": "coldstart-torch", "sandboxes": "sandboxes-v2"}.get(what, f"loadtest-{what}")
+        assert tr.manifest["scenario"]["preset"] == preset
+    if what == "copies":
+        assert sorted(a for a, _ in looked_up) == ["scalesim-cal-copies-t-copy-0", "scalesim-cal-copies-t-copy-1"]
