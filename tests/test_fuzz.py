@@ -14,7 +14,7 @@ import contextlib
 import io
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -199,14 +199,18 @@ options = st.one_of(numbers.map(str), texts)
 
 
 @pytest.fixture(scope="module")
-def sandbox(tmp_path_factory) -> Path:
-    """A folder holding a small sweep's results, files of odd content and a place for outputs."""
+def sandbox(tmp_path_factory) -> Iterator[Path]:
+    """A folder holding a small sweep's results, files of odd content and a place for outputs; the working
+    directory while the commands run (an --out of "" or "." writes there, not into the checkout)."""
     root = tmp_path_factory.mktemp("fuzz")
+    old = os.getcwd()
+    os.chdir(root)
     argv = ["loadtest-spawn", "--factor", "clients.count=1,2", "--set", "duration_s=3", "--set", "clients.in_flight=20"]
     assert sweep.main([*argv, "--seeds", "1", "--jobs", "1", "--out", str(root / "sweep"), "--no-report"]) == 0
     (root / "binary.csv").write_bytes(bytes(range(256)) * 4)
     (root / "file").write_text("a file where a folder is wanted")
-    return root
+    yield root
+    os.chdir(old)
 
 
 def mostly(valid: st.SearchStrategy, odd: st.SearchStrategy) -> st.SearchStrategy:
