@@ -107,6 +107,9 @@ def main_guard(prog: str, fn: Callable[[], int]) -> int:
     except ScenarioError as e:
         print(f"{prog}: {one_line(str(e))}", file=sys.stderr)
         return BAD_INPUT
+    except BrokenPipeError:  # the reader went away (`... | head`): stop quietly, as a Unix tool does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 # --- worker processes --------------------------------------------------------------------------------------------
