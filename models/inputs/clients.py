@@ -23,6 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
+import numpy as np
+
+from models.inputs.demand import Shape, parse_shape
 from models.inputs.overhead import sampler
 from models.inputs.records import CallLog
 from sim.dists import Exponential
@@ -48,7 +51,24 @@ class ClientParams:
 
 @dataclass(frozen=True)
 class ArrivalParams:
-    rate: float = param(1.0, gt=0, doc="Poisson arrivals per second")
+    rate: float = param(1.0, gt=0, doc="Poisson arrivals per second (× the shape)")
+    shape: str = param(
+        "steady", doc="the rate over time: steady, steps, sine, daily or bursts (models/inputs/demand.py)"
+    )
+
+    def __post_init__(self) -> None:
+        try:
+            parse_shape(self.shape)
+        except ValueError as e:
+            raise ValueError(f"shape: {e}") from None
+
+    @property
+    def profile(self) -> Shape:
+        return parse_shape(self.shape)
+
+    def mean_rate(self, duration: float) -> float:
+        """Arrivals per second over [0, duration)."""
+        return self.rate * self.profile.mean(duration)
 
 
 class Target(Protocol):
@@ -199,12 +219,16 @@ class ClosedLoop(Load):
 
 
 class OpenLoop(Load):
-    """Poisson arrivals at ``rate`` per second until the duration ends."""
+    """Poisson arrivals at ``rate`` × the shape per second until the duration ends (models/inputs/demand.py: a
+    varying rate by thinning candidates drawn at the shape's peak)."""
 
     def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
         super().__init__(sim, sc, *args)
-        self.rate = sc.arrivals.rate
-        self._gap = Exponential(1.0 / self.rate).sampler(self.streams.get("arrivals"))
+        profile = sc.arrivals.profile
+        self.rate = sc.arrivals.mean_rate(sc.duration_s)
+        self._gap = Exponential(1.0 / (sc.arrivals.rate * profile.peak())).sampler(self.streams.get("arrivals"))
+        if profile.kind != "steady":  # thinning: keep a candidate at t with probability factor(t) / peak
+            self._gap = thinned(self._gap, profile, self.streams.get("arrivals/thinning"), self.env)
         self.mean_work = sc.work.mean
 
     def capacity(self, span: float) -> float:
@@ -236,4 +260,62 @@ class OpenLoop(Load):
             self._call_at(nxt, self._arrive_cb)
 
 
-LOADS: dict[str, type[Load]] = {"clients": ClosedLoop, "arrivals": OpenLoop}  # the scenario's ``load`` key
+def thinned(gap: Callable[[], float], profile: Shape, rng, env) -> Callable[[], float]:
+    """The gap to the next kept candidate of a Poisson stream at the peak rate (Lewis–Shedler thinning)."""
+    peak = profile.peak()
+
+    def next_gap() -> float:
+        t = env._now
+        g = 0.0
+        while True:
+            g += gap()
+            if rng.random() * peak < profile.factor(t + g):
+                return g
+
+    return next_gap
+
+
+class TraceReplay(OpenLoop):
+    """A per-minute invocation-count trace replayed (models/inputs/demand.py): each minute's calls at random offsets
+    within it, or all at its start."""
+
+    def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
+        Load.__init__(self, sim, sc, *args)
+        self.tp = sc.trace
+        self.counts = sc.trace.counts()
+        self.rate = sc.trace.mean_rate(sc.duration_s)
+        self.mean_work = sc.work.mean
+        self._offsets = self.streams.get("arrivals")
+
+    def start(self) -> None:
+        self._target = self.targets[0]
+        self._new = self.log.new
+        self._minute(0)
+
+    def _minute(self, m: int) -> None:
+        """Schedule minute ``m``'s calls, then the next minute's scheduling at its start."""
+        start = 60.0 * m
+        if m >= len(self.counts) or start >= self.duration:
+            return
+        n = int(self.counts[m])
+        at_start = self.tp.spread == "start"
+        times = np.full(n, start) if at_start else np.sort(start + 60.0 * self._offsets.random(n))
+        for t in times[times < self.duration]:
+            self.sim.call_at(float(t), self._call, None)
+        self.sim.call_at(start + 60.0, self._next_minute, m + 1)
+
+    def _next_minute(self, m: int) -> None:
+        self._minute(m)
+
+    def _call(self, _arg: None) -> None:
+        call = self._new(0, self.env._now, self.work())
+        self.outstanding += 1
+        if self._submit_delay is not None:
+            self.sim.call_in(self._submit_delay(), self._reach, call)
+        else:
+            kind = self._target.submit(call, self.style)
+            if kind is not None:
+                self._rejected(call, kind)
+
+
+LOADS: dict[str, type[Load]] = {"clients": ClosedLoop, "arrivals": OpenLoop, "trace": TraceReplay}  # ``load`` key

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal
 from models.inputs.approaches import APPROACHES
 from models.inputs.autoscaler import AutoscalerParams
 from models.inputs.clients import LOADS, ArrivalParams, ClientParams
+from models.inputs.demand import TraceParams
 from models.inputs.function import FunctionParams, LimitParams
 from models.inputs.monitor import Monitor
 from models.inputs.overhead import OverheadParams
@@ -51,12 +52,15 @@ class _Scenario(Described):
     overhead: OverheadParams = section(OverheadParams)
     clients: ClientParams = section(ClientParams)
     arrivals: ArrivalParams = section(ArrivalParams)
+    trace: TraceParams = section(TraceParams)
 
     def __post_init__(self) -> None:
         if self.warmup_s >= self.duration_s:
             raise ValueError("warmup_s: must be < duration_s")
         if not self.work.mean > 0:
             raise ValueError(f"work: its mean must be > 0 (calls/s derive from it), got {self.work}")
+        if self.load == "trace":
+            self.trace.counts()  # the file must be readable, the row there (ValueError naming the key)
         APPROACHES[self.approach].check(self)
 
     def ideal_calls_per_s(self) -> float:

@@ -1,0 +1,195 @@
+"""Demand for capacity planning: open-loop arrival rates that change over time, and replay of invocation traces.
+
+``arrivals.shape`` gives the Poisson arrival rate over time as ``arrivals.rate`` × a shape (a string, like a
+distribution's):
+
+- ``steady``: constant;
+- ``steps(STEP_S, F1, F2, ...)``: piecewise constant, F1 for the first STEP_S seconds, then F2, ..., the last held;
+- ``sine(PERIOD_S, AMPLITUDE)``: 1 + AMPLITUDE · sin(2πt / PERIOD_S);
+- ``daily(DAY_AMPLITUDE, WEEK_AMPLITUDE)``: domain.md §7's daily sine (±30% there) times a weekly sine (±20%), t = 0
+  at midnight on a Monday (without §7's random drift, spikes and noise: the Poisson arrivals are the noise);
+- ``bursts(EVERY_S, LENGTH_S, FACTOR)``: FACTOR for LENGTH_S seconds at the start of every EVERY_S, else 1.
+
+Arrivals at a varying rate are drawn by thinning (Lewis and Shedler, 1979): candidates at the shape's peak rate, each
+kept with probability rate(t) / peak. ``load = "trace"`` replays a per-minute invocation-count trace in the Azure
+Functions format (domain.md §5: columns HashOwner, HashApp, HashFunction, Trigger, then one column per minute "1",
+"2", ...): each minute's invocations are spread at random offsets within the minute (``trace.spread = "random"``) or
+all at its start (``"start"``, which inflates cold starts several-fold, §5). ``generate_azure`` writes a trace of that
+format whose shapes follow §5 (experiments/demand/azure-sample.csv is its output).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from sim.scenario import param
+
+DAY_S, WEEK_S = 86_400.0, 7 * 86_400.0
+MEAN_GRID = 10_000  # points of the numerical mean of a shape over a run
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A rate profile relative to ``arrivals.rate``."""
+
+    kind: str
+    args: tuple[float, ...] = ()
+
+    def factor(self, t: float) -> float:
+        a = self.args
+        if self.kind == "steady":
+            return 1.0
+        if self.kind == "steps":
+            i = min(int(t // a[0]), len(a) - 2)
+            return a[1 + i]
+        if self.kind == "sine":
+            return 1.0 + a[1] * math.sin(2 * math.pi * t / a[0])
+        if self.kind == "daily":
+            # the daily peak at 14:00, the weekly one mid-week (a shape, not a measurement: domain.md §7)
+            day = 1.0 + a[0] * math.sin(2 * math.pi * (t - 8 * 3600) / DAY_S)
+            return day * (1.0 + a[1] * math.sin(2 * math.pi * (t - 1.25 * DAY_S) / WEEK_S))
+        # bursts
+        return a[2] if t % a[0] < a[1] else 1.0
+
+    def peak(self) -> float:
+        a = self.args
+        if self.kind == "steps":
+            return max(a[1:])
+        if self.kind == "sine":
+            return 1.0 + a[1]
+        if self.kind == "daily":
+            return (1.0 + a[0]) * (1.0 + a[1])
+        if self.kind == "bursts":
+            return max(1.0, a[2])
+        return 1.0
+
+    def mean(self, duration: float) -> float:
+        """The shape's mean over [0, duration) (numerically, on a fine grid)."""
+        if self.kind == "steady":
+            return 1.0
+        t = (np.arange(MEAN_GRID) + 0.5) * duration / MEAN_GRID
+        return float(np.mean([self.factor(x) for x in t]))
+
+    def __str__(self) -> str:
+        return self.kind if not self.args else f"{self.kind}({', '.join(f'{x:g}' for x in self.args)})"
+
+
+ARITY = {"steady": (0, 0), "steps": (2, 10_000), "sine": (2, 2), "daily": (2, 2), "bursts": (3, 3)}
+
+
+def parse_shape(text: str) -> Shape:
+    """A shape string (module docstring); ValueError saying what is wrong."""
+    m = re.fullmatch(r"\s*([a-z]+)\s*(?:\(([^()]*)\))?\s*", text)
+    if not m or m.group(1) not in ARITY:
+        raise ValueError(f"unknown shape {text!r} (shapes: steady, steps(...), sine(...), daily(...), bursts(...))")
+    kind, inner = m.group(1), m.group(2)
+    try:
+        args = tuple(float(x) for x in inner.split(",")) if inner and inner.strip() else ()
+    except ValueError:
+        raise ValueError(f"{text!r}: arguments must be numbers") from None
+    lo, hi = ARITY[kind]
+    if not lo <= len(args) <= hi:
+        raise ValueError(f"{text!r}: {kind} takes {lo if lo == hi else f'{lo} or more'} arguments")
+    if not all(math.isfinite(x) and abs(x) <= 1e12 for x in args):
+        raise ValueError(f"{text!r}: arguments must be finite, within ±1e12")
+    if kind == "steps" and (args[0] <= 0 or min(args[1:]) < 0 or max(args[1:]) <= 0):
+        raise ValueError(f"{text!r}: the step must be > 0, the factors >= 0 and one > 0")
+    if kind == "sine" and (args[0] <= 0 or not 0 <= args[1] <= 1):
+        raise ValueError(f"{text!r}: the period must be > 0 and the amplitude within [0, 1]")
+    if kind == "daily" and not (0 <= args[0] <= 1 and 0 <= args[1] <= 1):
+        raise ValueError(f"{text!r}: the amplitudes must be within [0, 1]")
+    if kind == "bursts" and not (args[0] > 0 and 0 < args[1] <= args[0] and args[2] >= 0):
+        raise ValueError(f"{text!r}: needs EVERY_S > 0, 0 < LENGTH_S <= EVERY_S, FACTOR >= 0")
+    return Shape(kind, args)
+
+
+# --- traces of per-minute invocation counts (Azure Functions format) ----------------------------------------------
+@dataclass(frozen=True)
+class TraceParams:
+    path: str = param("", doc="an Azure Functions per-minute invocation-count CSV (domain.md §5)")
+    function: str = param("", doc="the HashFunction row to replay; '' = the sum of every row")
+    spread: Literal["random", "start"] = param(
+        "random", source="domain.md §5: invocations at the minute's start inflate cold starts several-fold"
+    )
+    scale: float = param(1.0, gt=0, le=1e6, doc="multiplies every minute's count")
+    start_minute: int = param(0, ge=0, doc="the trace minute replayed at t = 0")
+
+    def counts(self) -> np.ndarray:
+        """Invocations per minute from ``start_minute`` on, × scale (rounded to whole calls)."""
+        if not self.path:
+            raise ValueError('path: load = "trace" needs trace.path (an Azure Functions per-minute CSV)')
+        counts = read_azure(self.path, self.function)[self.start_minute :]
+        return np.rint(counts * self.scale).astype(np.int64)
+
+    def mean_rate(self, duration: float) -> float:
+        """Calls per second over [0, duration)."""
+        c = self.counts()
+        minutes = duration / 60.0
+        whole = int(minutes)
+        total = c[:whole].sum() + (c[whole] * (minutes - whole) if whole < len(c) else 0)
+        return float(total) / duration
+
+
+@functools.lru_cache(maxsize=8)
+def read_azure(path: str, function: str = "") -> np.ndarray:
+    """The per-minute counts of an Azure Functions invocation CSV: one row (HashFunction ``function``) or the sum of
+    all rows. ValueError naming the file and what is wrong."""
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            rows = list(csv.reader(f))
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except (UnicodeDecodeError, IsADirectoryError, OSError) as e:
+        raise ValueError(f"{path}: not a readable UTF-8 CSV ({type(e).__name__})") from None
+    if not rows or rows[0][:4] != ["HashOwner", "HashApp", "HashFunction", "Trigger"]:
+        raise ValueError(f"{path}: not the Azure Functions format (HashOwner,HashApp,HashFunction,Trigger,1,2,...)")
+    minutes = rows[0][4:]
+    if not minutes or minutes != [str(i) for i in range(1, len(minutes) + 1)]:
+        raise ValueError(f"{path}: minute columns must be 1, 2, ... after Trigger")
+    total = np.zeros(len(minutes))
+    found = False
+    for n, row in enumerate(rows[1:], 2):
+        if function and row[2:3] != [function]:
+            continue
+        try:
+            values = np.array([float(x) for x in row[4:]])
+        except ValueError:
+            raise ValueError(f"{path}: line {n}: counts must be numbers") from None
+        if len(values) != len(minutes) or not np.isfinite(values).all() or (values < 0).any():
+            raise ValueError(f"{path}: line {n}: {len(minutes)} non-negative counts expected")
+        total += values
+        found = True
+    if not found:
+        raise ValueError(f"{path}: no row{f' for HashFunction {function}' if function else ''}")
+    return total
+
+
+def generate_azure(path: Path, seed: int = 0, functions: int = 20, minutes: int = 1440) -> Path:
+    """Write an invocation trace in the Azure Functions format with domain.md §5's published shapes: function rates
+    spread over orders of magnitude (log-uniform mean rates from one an hour to 1,000 a minute), a daily sine on the
+    busy ones (§7: ±30%), bursty sparse ones (inter-arrival CV > 1: idle minutes, then clusters), Poisson counts."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(minutes) * 60.0
+    day = 1.0 + 0.3 * np.sin(2 * np.pi * (t - 8 * 3600) / DAY_S)
+    lines = [["HashOwner", "HashApp", "HashFunction", "Trigger", *map(str, range(1, minutes + 1))]]
+    for i in range(functions):
+        per_minute = 10 ** rng.uniform(np.log10(1 / 60), 3)  # one an hour .. 1,000 a minute
+        if per_minute < 1:  # sparse: clusters of calls in a few minutes
+            active = rng.random(minutes) < per_minute / 3
+            counts = np.where(active, rng.poisson(3, minutes), 0)
+        else:
+            counts = rng.poisson(per_minute * day)
+        trigger = "http" if i % 3 else "timer"
+        lines.append([f"owner{i % 5}", f"app{i % 7}", f"func{i:03d}", trigger, *map(str, counts)])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows(lines)
+    return path
