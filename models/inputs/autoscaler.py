@@ -110,6 +110,10 @@ class ContainerPool:
         self.starting = 0
         self.peak = 0
         self.cold_starts = 0
+        # container-seconds (what Modal bills, domain.md §6: a container from its start, cold start included, until
+        # it is removed, busy or idle): ∫ size dt, accumulated when the size changes
+        self._billed = 0.0
+        self._since = 0.0
         self._deferred = False  # burst_aware: a scale-from-zero decision is scheduled for the end of this instant
         if params.program:  # the container-start model of a named program (models/coldstart.py)
             from models.coldstart import Starter, load_program
@@ -134,8 +138,18 @@ class ContainerPool:
     def size(self) -> int:
         return len(self.ready) + self.starting
 
+    def _bill(self) -> None:
+        now = self.sim.now
+        self._billed += self.size * (now - self._since)
+        self._since = now
+
+    def container_seconds(self) -> float:
+        """Container-seconds so far, from the start of the run."""
+        return self._billed + self.size * (self.sim.now - self._since)
+
     def launch(self, n: int) -> None:
         """Start ``n`` containers now; each is ready after its cold start."""
+        self._bill()
         for _ in range(n):
             self.starting += 1
             self.cold_starts += 1
@@ -181,6 +195,7 @@ class ContainerPool:
         elif want < self.size:
             excess = self.size - want
             cutoff = self.sim.now - p.scaledown_window_s
+            self._bill()
             keep = []
             for c in self.ready:
                 if excess and c.running == 0 and c.idle_since <= cutoff:

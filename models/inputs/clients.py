@@ -44,6 +44,11 @@ class ClientParams:
     retry: Literal["none", "backoff"] = param("none", source="modal 1.6.4: a single .remote/.spawn does not retry")
     backoff_base_s: float = param(0.5, gt=0, source="assumption: first retry delay of the test's HTTP client")
     backoff_max_s: float = param(15.0, gt=0, source="modal 1.6.4 .map: at most 15 s between tries")
+    reissue: bool = param(
+        True,
+        doc="false: the calls in flight at the start are made once and not followed by others (N spawned or mapped "
+        "calls; the run ends when all are back)",
+    )
     connection_limit: int = param(
         1000, ge=0, source="assumption: aiohttp connector limit raised to the calls in flight; 0 = no limit"
     )
@@ -190,8 +195,10 @@ class Load:
             self._maybe_drained()
 
     def _maybe_drained(self) -> None:
-        if self.env._now >= self.duration:
+        if self.env._now >= self.duration or not self.reissue:
             self.sim.stop()  # the test is over: nothing more is in flight or will be issued
+
+    reissue = True  # a closed loop follows a call that is back with the next (ClientParams.reissue)
 
     def capacity(self, span: float) -> float:
         """Input-seconds the load holds in flight over ``span`` seconds with nothing in its way."""
@@ -206,15 +213,24 @@ class Load:
 
 
 class ClosedLoop(Load):
-    """Each client keeps ``in_flight`` calls outstanding until the duration ends."""
+    """Each client keeps ``in_flight`` calls outstanding until the duration ends (or, without ``reissue``, makes its
+    ``in_flight`` calls once)."""
+
+    def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
+        super().__init__(sim, sc, *args)
+        self.reissue = sc.clients.reissue
 
     def start(self) -> None:
         for client in range(self.cp.count):
             for _ in range(self.cp.in_flight):
                 self.new_call(client, self.work())
 
+    def loss_of_failure(self, call: int) -> float:
+        """Without reissue a failed call loses its own work; else the rest of its slot (Load)."""
+        return super().loss_of_failure(call) if self.reissue else self.log.work[call]
+
     def returned(self, call: int) -> None:
-        if call not in self.log.kind and self.env._now < self.duration:
+        if self.reissue and call not in self.log.kind and self.env._now < self.duration:
             self.new_call(self.log.client[call], self.work())
 
 
@@ -238,23 +254,29 @@ class OpenLoop(Load):
         return self.log.work[call]  # an open loop loses the call, not a slot
 
     def start(self) -> None:
-        self._target = self.targets[0]
         self._new = self.log.new
         self._arrive_cb = self._arrive
         self._call_at = self.sim.call_at
         self.sim.call_in(self._gap(), self._arrive)
 
-    def _arrive(self, _arg: None) -> None:
-        # the hot path of open-loop runs: new_call inlined
-        now = self.env._now
-        call = self._new(0, now, self.work())
+    def _offer(self, now: float) -> None:
+        """A new call, to the targets in turn (app copies share an open loop's arrivals round robin)."""
+        client = self._arrivals % len(self.targets)
+        self._arrivals += 1
+        call = self._new(client, now, self.work())
         self.outstanding += 1
         if self._submit_delay is not None:
             self.sim.call_in(self._submit_delay(), self._reach, call)
         else:
-            kind = self._target.submit(call, self.style)
+            kind = self.targets[client].submit(call, self.style)
             if kind is not None:
                 self._rejected(call, kind)
+
+    _arrivals = 0  # calls issued so far
+
+    def _arrive(self, _arg: None) -> None:
+        now = self.env._now
+        self._offer(now)
         nxt = now + self._gap()
         if nxt < self.duration:
             self._call_at(nxt, self._arrive_cb)
@@ -288,7 +310,6 @@ class TraceReplay(OpenLoop):
         self._offsets = self.streams.get("arrivals")
 
     def start(self) -> None:
-        self._target = self.targets[0]
         self._new = self.log.new
         self._minute(0)
 
@@ -308,14 +329,7 @@ class TraceReplay(OpenLoop):
         self._minute(m)
 
     def _call(self, _arg: None) -> None:
-        call = self._new(0, self.env._now, self.work())
-        self.outstanding += 1
-        if self._submit_delay is not None:
-            self.sim.call_in(self._submit_delay(), self._reach, call)
-        else:
-            kind = self._target.submit(call, self.style)
-            if kind is not None:
-                self._rejected(call, kind)
+        self._offer(self.env._now)
 
 
 LOADS: dict[str, type[Load]] = {"clients": ClosedLoop, "arrivals": OpenLoop, "trace": TraceReplay}  # ``load`` key

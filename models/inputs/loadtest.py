@@ -97,7 +97,8 @@ def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool =
 
     metrics = log.metrics()
     metrics["rejections_by_kind"] = dict(sorted(load.rejections.items()))
-    metrics.update(monitor.diagnosis(load.lost, load.capacity(sc.duration_s - sc.warmup_s)))
+    # a run that ends before its duration (all calls back, none reissued) is diagnosed over what it ran
+    metrics.update(monitor.diagnosis(load.lost, load.capacity(min(end, sc.duration_s) - sc.warmup_s)))
     if series is not None:
         series.update(monitor.series)
         series["accepted"] = [s + p for s, p in zip(series["started"], series["pending"], strict=True)]
@@ -106,6 +107,7 @@ def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool =
         ideal_calls_per_s=sc.ideal_calls_per_s(),
         containers_peak=sum(p.peak for p in pools),
         cold_starts=sum(p.cold_starts for p in pools),
+        container_seconds=sum(p.container_seconds() for p in pools),
         sim_time_s=end,
         events=sim.events,
     )
@@ -160,7 +162,10 @@ MODEL = Model(
     label=lambda sc: f"approach {sc.approach}",
     probe={"duration_s": 1.0, "clients.count": 1, "clients.in_flight": 1, "function.copies": 1},
     # calls over the run, and the calls in flight at the start on top (a short run of a huge burst)
-    size=lambda sc: sc.ideal_calls_per_s() * sc.duration_s + (sc.clients.count * sc.clients.in_flight),
+    size=lambda sc: (
+        (sc.ideal_calls_per_s() * sc.duration_s if sc.load != "clients" or sc.clients.reissue else 0)
+        + sc.clients.count * sc.clients.in_flight
+    ),
     unit="calls",
     budget=10e6,  # about a minute and 2 GiB on the bench machine (about 190 bytes a call)
     bottleneck="binding_limit",

@@ -1,0 +1,527 @@
+"""Capacity-planning what-ifs, answered by search over simulations: ``python -m experiments.whatif QUESTION ...``.
+
+- ``capacity``: the fewest of a resource (``--knob``: app copies, max_containers or fixed containers) that sustains
+  ``--rate`` calls/s of Poisson demand with added-latency p99 ≤ ``--p99`` and no errors. Search: doubling until the
+  constraint holds, then bisection between the last failing and the first passing value; it assumes that more of
+  the resource never hurts (monotone), and the answer's next-cheaper value is always among those simulated and shown
+  to fail.
+- ``autoscaler``: the min_containers, buffer_containers and scaledown window that keep p99 ≤ ``--p99`` at the fewest
+  container-seconds under a demand shape (default: domain.md §7's daily shape). Search: for each (buffer, window) of
+  a small grid, bisection on min_containers (p99 falls as it rises); the cheapest passing configuration wins. Every
+  simulated configuration is a point of the latency-versus-cost frontier drawn in the HTML report (``--out``).
+- ``drain``: the time until ``--calls`` N calls, spawned (``--via spawn``) or mapped (``--via map``) at once, are all
+  back (retried with backoff when rejected, as ``.map`` does), and which limit binds; the other way is the
+  runner-up.
+
+Each answer gives the configuration, its metrics as means with 95% CIs over ``--seeds`` replications (t), its cost in
+container-seconds and in money (container-seconds × the container's size × domain.md §6's prices, all options), the
+runner-up options, and how many simulations the search ran: in words and a table, or ``--json``. ``--params`` overlays
+a calibrated parameter file (calibration.fit ``--out``), ``--set`` any scenario key.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from experiments.cli import (
+    ArgParser,
+    add_set_option,
+    cap_jobs,
+    check_out,
+    load_scenario,
+    main_guard,
+    process_pool,
+    run_scenario,
+)
+from sim.scenario import ScenarioError
+
+# domain.md §6 (modal.com/pricing, July 2026): per core-second (0.125-core minimum) and per GiB-second
+CPU_PRICE, MEMORY_PRICE, MIN_CORES = 0.0000131, 0.00000222, 0.125
+METRICS = ("calls_per_s", "added_latency_p99_s", "added_latency_p50_s", "errors_total", "container_seconds")
+KNOBS = {
+    "copies": "function.copies",
+    "max_containers": "autoscaler.max_containers",
+    "containers": "function.containers",
+}
+MAX_KNOB = 4096  # the doubling search gives up beyond this many
+# Per question, scenario keys set before --set (which overrides them): a window past the first cold starts for a
+# steady rate; a day for the daily shape, one input per container (each container its own slot, so scaling shows);
+# an hour's window for a drain (the run ends when every call is back).
+DEFAULTS = {
+    "capacity": ("duration_s=120", "warmup_s=30"),
+    "autoscaler": ("duration_s=86400", "warmup_s=0", "function.max_inputs=1"),
+    "drain": ("duration_s=3600", "warmup_s=0"),
+}
+
+
+@dataclass(frozen=True)
+class Prices:
+    cores: float = 1.0
+    memory_gib: float = 1.0
+    cpu_price: float = CPU_PRICE
+    memory_price: float = MEMORY_PRICE
+
+    def money(self, container_seconds: float) -> float:
+        """What a container-second costs at this size (domain.md §6: idle containers are billed like busy ones)."""
+        return container_seconds * (max(self.cores, MIN_CORES) * self.cpu_price + self.memory_gib * self.memory_price)
+
+
+@dataclass
+class Evaluation:
+    """One configuration simulated over the seeds: per metric (mean, 95% CI half-width), and the constraint."""
+
+    config: dict[str, Any]
+    metrics: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    binding: str = ""
+    meets: bool = False
+    why: str = ""
+
+    def mean(self, key: str) -> float:
+        v = self.metrics.get(key, (None, None))[0]
+        return math.inf if v is None else v
+
+
+class Simulator:
+    """Runs a configuration's seeds (in a process pool when jobs > 1) and counts the simulations."""
+
+    def __init__(self, scenario: str, sets: list[str], params: list[str], seeds: int, jobs: int) -> None:
+        """``sets``: the question's defaults, then the user's ``--set``s."""
+        self.scenario, self.sets, self.params, self.seeds = scenario, sets, params, seeds
+        self.runs = 0
+        self.pool = process_pool(jobs) if jobs > 1 else None
+        load_scenario(scenario, sets, params)  # bad input fails here, before any search
+
+    def evaluate(self, config: dict[str, Any]) -> Evaluation:
+        settings = [*self.sets, *(f"{k}={v}" for k, v in config.items())]
+        jobs = [(self.scenario, settings, self.params, s) for s in range(self.seeds)]
+        runs = list(self.pool.map(_run, jobs)) if self.pool else [_run(j) for j in jobs]
+        self.runs += len(runs)
+        e = Evaluation(dict(config))
+        for k in METRICS:
+            vals = [r[k] for r in runs if r.get(k) is not None]
+            e.metrics[k] = _mean_ci(vals) if len(vals) == len(runs) else (None, None)
+        if "first_n_back_s" in runs[0]:
+            vals = [r["first_n_back_s"] for r in runs if r["first_n_back_s"] is not None]
+            e.metrics["first_n_back_s"] = _mean_ci(vals) if len(vals) == len(runs) else (None, None)
+        binding = [r.get("binding_limit", "") for r in runs]
+        e.binding = max(set(binding), key=binding.count)
+        return e
+
+    def close(self) -> None:
+        if self.pool:
+            self.pool.shutdown()
+
+
+def _run(job: tuple[str, list[str], list[str], int]) -> dict:
+    name, sets, params, seed = job
+    m = run_scenario(load_scenario(name, sets, params), seed=seed)
+    return {k: m.get(k) for k in (*METRICS, "first_n_back_s", "binding_limit")}
+
+
+def _mean_ci(vals: list[float]) -> tuple[float | None, float | None]:
+    if not vals:
+        return None, None
+    mean = float(np.mean(vals))
+    if len(vals) < 2:
+        return mean, None
+    return mean, float(stats.t.ppf(0.975, len(vals) - 1) * np.std(vals, ddof=1) / math.sqrt(len(vals)))
+
+
+def latency_ok(p99: float, rate: float | None = None) -> Callable[[Evaluation], None]:
+    """The constraint: mean added-latency p99 ≤ ``p99``, no error, and (with a rate) the calls/s sustained."""
+
+    def check(e: Evaluation) -> None:
+        got = e.mean("added_latency_p99_s")
+        errors = e.mean("errors_total")
+        calls = e.mean("calls_per_s")
+        if errors > 0:
+            e.meets, e.why = False, f"{errors:g} errors"
+        elif got > p99:
+            e.meets, e.why = False, f"p99 {got:.3g} s > {p99:g} s"
+        elif rate is not None and calls < 0.97 * rate:
+            e.meets, e.why = False, f"{calls:.4g} calls/s < 97% of {rate:g}"
+        else:
+            e.meets, e.why = True, "meets"
+
+    return check
+
+
+def smallest(sim: Simulator, key: str, check: Callable[[Evaluation], None], fixed: dict, lo: int = 1) -> tuple:
+    """The smallest integer value of ``key`` ≥ ``lo`` whose evaluation meets ``check`` (monotone: doubling, then
+    bisection); every evaluation made, by value. None if even MAX_KNOB fails."""
+    seen: dict[int, Evaluation] = {}
+
+    def ev(v: int) -> Evaluation:
+        if v not in seen:
+            seen[v] = sim.evaluate({**fixed, key: v})
+            check(seen[v])
+        return seen[v]
+
+    v = lo
+    while not ev(v).meets:
+        if v >= MAX_KNOB:
+            return None, seen
+        v = min(MAX_KNOB, max(v * 2, v + 1))
+    bad = max((x for x in seen if not seen[x].meets and x < v), default=lo - 1)
+    good = v
+    while good - bad > 1:
+        mid = (good + bad) // 2
+        if ev(mid).meets:
+            good = mid
+        else:
+            bad = mid
+    return good, seen
+
+
+# --- the questions ------------------------------------------------------------------------------------------------
+def capacity(sim: Simulator, rate: float, p99: float, knob: str) -> dict:
+    key = KNOBS[knob]
+    fixed = {"load": "arrivals", "arrivals.rate": rate}
+    best, seen = smallest(sim, key, latency_ok(p99, rate), fixed)
+    question = f"the fewest {knob} for {rate:g} calls/s with added-latency p99 <= {p99:g} s and no errors"
+    return answer(question, best, seen, key)
+
+
+def autoscaler(
+    sim: Simulator, p99: float, buffers: list[int], windows: list[float], shape: str, rate: float
+) -> tuple[dict, list[Evaluation]]:
+    fixed = {"load": "arrivals", "arrivals.rate": rate, "arrivals.shape": shape}
+    every: list[Evaluation] = []
+    passing: list[Evaluation] = []
+    for b in buffers:
+        for w in windows:
+            base = {**fixed, "autoscaler.buffer_containers": b, "autoscaler.scaledown_window_s": w}
+            best, seen = smallest(sim, "autoscaler.min_containers", latency_ok(p99), base, lo=0)
+            every += seen.values()
+            if best is not None:
+                passing.append(seen[best])
+    question = (
+        f"min_containers, buffer_containers and scaledown window keeping p99 <= {p99:g} s at the fewest "
+        f"container-seconds, for {rate:g} calls/s × {shape}"
+    )
+    ranked = sorted(passing, key=lambda e: e.mean("container_seconds"))
+    out = {
+        "question": question,
+        "answer": _config(ranked[0]) if ranked else None,
+        "chosen": _row(ranked[0]) if ranked else None,
+        "runners_up": [_row(e) for e in ranked[1:4]],
+        "next_cheaper_fails": [_row(e) for e in _cheaper_failing(every, ranked[0])] if ranked else [],
+    }
+    return out, every
+
+
+def _cheaper_failing(every: list[Evaluation], best: Evaluation) -> list[Evaluation]:
+    """The evaluated configurations cheaper than the answer: each fails the constraint."""
+    cheaper = [e for e in every if e.mean("container_seconds") < best.mean("container_seconds")]
+    return sorted(cheaper, key=lambda e: -e.mean("container_seconds"))[:3]
+
+
+def drain(sim: Simulator, calls: int, via: str) -> dict:
+    results = {}
+    for way in (via, "map" if via == "spawn" else "spawn"):
+        results[way] = sim.evaluate(_drain_config(calls, way))
+        results[way].meets, results[way].why = True, ""
+    chosen, other = results[via], results["map" if via == "spawn" else "spawn"]
+    return {
+        "question": f"how long until {calls:,} {via} calls are all back, and what binds",
+        "answer": {"first_n_back_s": chosen.metrics["first_n_back_s"][0], "binding_limit": chosen.binding},
+        "chosen": _row(chosen),
+        "runners_up": [_row(other)],
+        "next_cheaper_fails": [],
+    }
+
+
+def _drain_config(calls: int, way: str) -> dict:
+    """N calls at once from one caller, made once (no reissue), retried with backoff when rejected."""
+    return {
+        "approach": "spawn" if way == "spawn" else "remote",
+        "load": "clients",
+        "clients.count": 1,
+        "clients.in_flight": calls,
+        "clients.reissue": "false",
+        "clients.retry": "backoff",
+    }
+
+
+def answer(question: str, best: int | None, seen: dict[int, Evaluation], key: str) -> dict:
+    """The smallest passing value of ``key``, the value below it (fails) and the next two above (costlier)."""
+    chosen = seen.get(best) if best is not None else None
+    below = seen.get(best - 1) if best is not None else None
+    above = [seen[v] for v in sorted(seen) if best is not None and v > best][:2]
+    return {
+        "question": question,
+        "answer": {key: best} if best is not None else None,
+        "chosen": _row(chosen) if chosen else None,
+        "runners_up": [_row(e) for e in above],
+        "next_cheaper_fails": [_row(below)] if below else [],
+    }
+
+
+def _config(e: Evaluation) -> dict:
+    return {k: v for k, v in e.config.items() if k.startswith(("autoscaler.", "function."))}
+
+
+def _row(e: Evaluation) -> dict:
+    cs = e.metrics["container_seconds"][0]
+    return {
+        "config": e.config,
+        "metrics": {k: {"mean": m, "ci95": c} for k, (m, c) in e.metrics.items()},
+        "binding_limit": e.binding,
+        "container_seconds": cs,
+        "cost_usd": None,  # set by ``priced``
+        "meets": e.meets,
+        "why": e.why,
+    }
+
+
+# --- output -------------------------------------------------------------------------------------------------------
+def priced(out: dict, prices: Prices) -> dict:
+    """Every option's cost in money at ``prices``."""
+    for r in [out["chosen"], *out["runners_up"], *out["next_cheaper_fails"]]:
+        if r and r["container_seconds"] is not None:
+            r["cost_usd"] = prices.money(r["container_seconds"])
+    out["prices"] = vars(prices)
+    return out
+
+
+def words(out: dict) -> list[str]:
+    """The answer in plain words and a table."""
+    lines = [f"Question: {out['question']}."]
+    c = out["chosen"]
+    if c is None:
+        lines.append("Answer: none of the configurations tried meets the constraint.")
+    else:
+        m = c["metrics"]
+        lines.append(f"Answer: {_settings(out['answer'])}.")
+        lines.append(
+            f"  predicted: {_ci(m, 'calls_per_s', 'calls/s')}, added-latency p99 {_ci(m, 'added_latency_p99_s', 's')}"
+            + (f", all back in {_ci(m, 'first_n_back_s', 's')}" if m.get("first_n_back_s", {}).get("mean") else "")
+            + f"; binding limit: {c['binding_limit']}"
+        )
+        lines.append(f"  cost: {_num(c['container_seconds'])} container-seconds, ${c['cost_usd']:.4g} at {_size(out)}")
+    rows = [("chosen", c)] if c else []
+    rows += [("next cheaper", r) for r in out["next_cheaper_fails"]]
+    rows += [("runner-up", r) for r in out["runners_up"]]
+    if rows:
+        lines += ["", "| option | configuration | calls/s | p99 added (s) | container-s | cost $ | meets |"]
+        lines.append("|---|---|---|---|---|---|---|")
+        for label, r in rows:
+            m = r["metrics"]
+            conf = _settings({k: v for k, v in r["config"].items() if k not in ("load", "arrivals.rate")})
+            lines.append(
+                f"| {label} | {conf} | {_ci(m, 'calls_per_s')} | {_ci(m, 'added_latency_p99_s')} | "
+                f"{_num(r['container_seconds'])} | {r['cost_usd']:.4g} | {'yes' if r['meets'] else 'no: ' + r['why']} |"
+            )
+    lines.append(f"\n{out['simulations']} simulations ({out['search']}).")
+    return lines
+
+
+def _settings(d: dict | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (d or {}).items())
+
+
+def _num(x: float | None) -> str:
+    return "—" if x is None else f"{x:,.0f}"
+
+
+def _ci(m: dict, key: str, unit: str = "") -> str:
+    v = m.get(key, {})
+    mean, ci = v.get("mean"), v.get("ci95")
+    if mean is None:
+        return "—"
+    text = f"{mean:.4g}" + (f" ± {ci:.2g}" if ci is not None else "")
+    return f"{text} {unit}".strip()
+
+
+def _size(out: dict) -> str:
+    p = out["prices"]
+    return f"{p['cores']:g} core(s), {p['memory_gib']:g} GiB (${p['cpu_price']:g}/core-s, ${p['memory_price']:g}/GiB-s)"
+
+
+def frontier_report(out: dict, every: list[Evaluation], path: Path, prices: Prices) -> Path:
+    """The autoscaler question's HTML report: the latency-versus-cost frontier of every simulated configuration."""
+    import base64
+    import html
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = [(e.mean("container_seconds"), e.mean("added_latency_p99_s"), e) for e in every]
+    pts = [p for p in pts if math.isfinite(p[0]) and math.isfinite(p[1])]
+    pareto, best_latency = [], math.inf
+    for cs, lat, e in sorted(pts, key=lambda p: (p[0], p[1])):
+        if lat < best_latency:
+            pareto.append((cs, lat, e))
+            best_latency = lat
+    fig, ax = plt.subplots(figsize=(8, 5))
+    try:
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, color="0.6", label="configurations simulated")
+        ax.plot(
+            [p[0] for p in pareto], [p[1] for p in pareto], "o-", color="C0", label="frontier (no cheaper is faster)"
+        )
+        if out["chosen"]:
+            c = out["chosen"]
+            ax.scatter(
+                [c["container_seconds"]],
+                [c["metrics"]["added_latency_p99_s"]["mean"]],
+                s=120,
+                facecolors="none",
+                edgecolors="C3",
+                linewidths=2,
+                label="answer",
+                zorder=3,
+            )
+        limit = out.get("p99_limit")
+        if limit:
+            ax.axhline(limit, color="C3", ls="--", lw=1, label=f"p99 limit {limit:g} s")
+        ax.set_xlabel("container-seconds (cost)")
+        ax.set_ylabel("added latency p99, s (mean over seeds)")
+        ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        ax.set_title("Autoscaler settings: latency against cost")
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+        fig.savefig(path / "frontier.png", dpi=110, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    rows = "".join(
+        f"<tr><td>{html.escape(_settings(_config(e)))}</td><td>{lat:.3g}</td><td>{cs:,.0f}</td>"
+        f"<td>{prices.money(cs):.4g}</td></tr>"
+        for cs, lat, e in pareto
+    )
+    body = "".join(f"<p>{html.escape(line)}</p>" for line in words(out) if not line.startswith("|"))
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>What-if: autoscaler</title></head><body>"
+        f"<h1>What-if: autoscaler settings</h1>{body}"
+        f"<img src='data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}'>"
+        "<h2>The frontier</h2><table border='1'><tr><th>configuration</th><th>p99 added (s)</th>"
+        f"<th>container-s</th><th>cost $</th></tr>{rows}</table></body></html>"
+    )
+    (path / "whatif.html").write_text(page)
+    return path / "whatif.html"
+
+
+# --- the command --------------------------------------------------------------------------------------------------
+def positive(name: str, cast: type = float, high: float = 1e12) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            v = cast(text)
+        except ValueError:
+            raise ScenarioError(f"{name}: expected a number, got {text!r}") from None
+        if not (0 < v <= high) or (isinstance(v, float) and not math.isfinite(v)):
+            raise ScenarioError(f"{name}: must be > 0 and <= {high:g}, got {text}")
+        return v
+
+    return parse
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = ArgParser(prog="python -m experiments.whatif", description=__doc__.splitlines()[0])
+    p.add_argument("question", choices=["capacity", "autoscaler", "drain"])
+    p.add_argument("--scenario", help="the base scenario (default: loadtest-copies, loadtest-remote, loadtest-spawn)")
+    add_set_option(p)
+    p.add_argument("--params", action="append", default=[], metavar="FILE", help="a parameter file (repeatable)")
+    p.add_argument("--seeds", default="3", help="replications per configuration (default 3)")
+    p.add_argument("--jobs", default="2", help="worker processes (default 2)")
+    p.add_argument("--rate", help="capacity: calls/s to sustain; autoscaler: the demand's mean rate (default 1)")
+    p.add_argument("--p99", default="2", help="the added-latency p99 limit, s (default 2)")
+    p.add_argument("--knob", choices=sorted(KNOBS), default="copies", help="capacity: the resource (default copies)")
+    p.add_argument("--shape", default="daily(0.3, 0.2)", help="autoscaler: the demand's shape (arrivals.shape)")
+    p.add_argument("--buffers", default="0,1,2", help="autoscaler: buffer_containers to try (default 0,1,2)")
+    p.add_argument("--windows", default="10,60,300", help="autoscaler: scaledown windows to try, s (default 10,60,300)")
+    p.add_argument("--calls", help="drain: how many calls")
+    p.add_argument("--via", choices=["spawn", "map"], default="spawn", help="drain: how they are made (default spawn)")
+    p.add_argument("--cores", default="1", help="the container's CPU cores, for the cost (default 1)")
+    p.add_argument("--memory-gib", default="1", help="the container's memory, GiB (default 1)")
+    p.add_argument("--cpu-price", default=str(CPU_PRICE), help="$ per core-second (domain.md §6)")
+    p.add_argument("--memory-price", default=str(MEMORY_PRICE), help="$ per GiB-second (domain.md §6)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--out", type=Path, help="autoscaler: a folder for the HTML report with the frontier figure")
+    args = p.parse_args(argv)
+
+    def go() -> int:
+        seeds = positive("--seeds", int, 1000)(args.seeds)
+        jobs = positive("--jobs", int, 1024)(args.jobs)
+        p99 = positive("--p99")(args.p99)
+        prices = Prices(
+            positive("--cores", float, 1024)(args.cores),
+            positive("--memory-gib", float, 1e6)(args.memory_gib),
+            positive("--cpu-price", float, 1e3)(args.cpu_price),
+            positive("--memory-price", float, 1e3)(args.memory_price),
+        )
+        if args.out:
+            check_out(args.out, folder=True)
+        default = {"capacity": "loadtest-copies", "autoscaler": "loadtest-remote", "drain": "loadtest-spawn"}
+        scenario = args.scenario or default[args.question]
+        sets = [*DEFAULTS[args.question], *args.sets]
+        sim = Simulator(scenario, sets, args.params, seeds, cap_jobs(p.prog, jobs, seeds))
+        try:
+            if args.question == "capacity":
+                if args.rate is None:
+                    raise ScenarioError("--rate: capacity needs the calls/s to sustain")
+                out = capacity(sim, positive("--rate")(args.rate), p99, args.knob)
+                out["search"] = "doubling, then bisection on the knob (monotone)"
+            elif args.question == "autoscaler":
+                rate = positive("--rate")(args.rate or "1")
+                buffers = [_int_list("--buffers", x) for x in args.buffers.split(",")]
+                windows = [positive("--windows", float, 1200)(x) for x in args.windows.split(",")]
+                load_scenario(scenario, [*sets, f"arrivals.shape={args.shape}"], args.params)
+                out, every = autoscaler(sim, p99, buffers, windows, args.shape, rate)
+                out["p99_limit"] = p99
+                out["search"] = (
+                    f"bisection on min_containers for each of {len(buffers)} buffers × {len(windows)} windows"
+                )
+            else:
+                if args.calls is None:
+                    raise ScenarioError("--calls: drain needs how many calls")
+                out = drain(sim, positive("--calls", int, 10_000_000)(args.calls), args.via)
+                out["search"] = "the chosen way and the other"
+        finally:
+            sim.close()
+        priced(out, prices)
+        out["simulations"] = sim.runs
+        out["seeds"] = seeds
+        if args.json:
+            print(json.dumps(out, default=_json))
+        else:
+            print("\n".join(words(out)))
+        if args.question == "autoscaler" and args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            page = frontier_report(out, every, args.out, prices)
+            print(f"report: {page}", file=sys.stderr)
+        return 0
+
+    return main_guard("experiments.whatif", go)
+
+
+def _int_list(name: str, text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise ScenarioError(f"{name}: expected whole numbers separated by commas, got {text!r}") from None
+    if not 0 <= v <= 100_000:
+        raise ScenarioError(f"{name}: must be within 0 .. 100000, got {v}")
+    return v
+
+
+def _json(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return str(x)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
