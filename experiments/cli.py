@@ -52,6 +52,8 @@ def check_out(path: Path, folder: bool = False) -> Path:
     where = path if folder else path.parent
     if len(str(path)) > 1000:
         raise ScenarioError(f"--out: a path of {len(str(path)):,} characters is too long")
+    if "\x00" in str(path):
+        raise ScenarioError(f"--out {str(path)!r}: a path cannot hold a NUL character")
     if folder and path.exists() and not path.is_dir():
         raise ScenarioError(f"--out {path}: is a file, not a folder")
     if not folder and path.is_dir():
@@ -86,8 +88,13 @@ def check_size(sc: Any) -> None:
         )
 
 
+MAX_SEED = 2**63 - 1  # numpy's SeedSequence takes any non-negative integer; a results table keeps int64
+
+
 def run_scenario(sc: Any, seed: int = 0, series: dict | None = None, records: bool = False) -> dict:
     """One run of a validated scenario by its model's run function, within its size budget."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ScenarioError(f"--seed {seed}: must be a whole number from 0 to {MAX_SEED}")
     check_size(sc)
     return MODELS[sc.model].run(sc, seed=seed, series=series, records=records)
 
