@@ -109,7 +109,7 @@ class Simulator:
         for k in METRICS:
             vals = [r[k] for r in runs if r.get(k) is not None]
             e.metrics[k] = _mean_ci(vals) if len(vals) == len(runs) else (None, None)
-        if "first_n_back_s" in runs[0]:
+        if runs[0].get("first_n_back_s") is not None:
             vals = [r["first_n_back_s"] for r in runs if r["first_n_back_s"] is not None]
             e.metrics["first_n_back_s"] = _mean_ci(vals) if len(vals) == len(runs) else (None, None)
         binding = [r.get("binding_limit", "") for r in runs]
@@ -228,8 +228,11 @@ def _cheaper_failing(every: list[Evaluation], best: Evaluation) -> list[Evaluati
 def drain(sim: Simulator, calls: int, via: str) -> dict:
     results = {}
     for way in (via, "map" if via == "spawn" else "spawn"):
-        results[way] = sim.evaluate(_drain_config(calls, way))
-        results[way].meets, results[way].why = True, ""
+        e = results[way] = sim.evaluate(_drain_config(calls, way))
+        e.meets, e.why = True, ""
+        back, ci = e.metrics["first_n_back_s"]
+        # calls/s while draining: N over the time until all are back (the window's calls/s is not the drain's)
+        e.metrics["calls_per_s"] = (calls / back, calls / back**2 * ci if ci else None) if back else (None, None)
     chosen, other = results[via], results["map" if via == "spawn" else "spawn"]
     return {
         "question": f"how long until {calls:,} {via} calls are all back, and what binds",
@@ -312,13 +315,15 @@ def words(out: dict) -> list[str]:
     rows += [("next cheaper", r) for r in out["next_cheaper_fails"]]
     rows += [("runner-up", r) for r in out["runners_up"]]
     if rows:
-        lines += ["", "| option | configuration | calls/s | p99 added (s) | container-s | cost $ | meets |"]
-        lines.append("|---|---|---|---|---|---|---|")
+        drains = "first_n_back_s" in c["metrics"] if c else False
+        head = "| option | configuration | calls/s | p99 added (s) |" + (" all back (s) |" if drains else "")
+        lines += ["", head + " container-s | cost $ | meets |", "|---" * (7 + drains) + "|"]
         for label, r in rows:
             m = r["metrics"]
             conf = _settings({k: v for k, v in r["config"].items() if k not in ("load", "arrivals.rate")})
+            back = f" {_ci(m, 'first_n_back_s')} |" if drains else ""
             lines.append(
-                f"| {label} | {conf} | {_ci(m, 'calls_per_s')} | {_ci(m, 'added_latency_p99_s')} | "
+                f"| {label} | {conf} | {_ci(m, 'calls_per_s')} | {_ci(m, 'added_latency_p99_s')} |{back} "
                 f"{_num(r['container_seconds'])} | {r['cost_usd']:.4g} | {'yes' if r['meets'] else 'no: ' + r['why']} |"
             )
     lines.append(f"\n{out['simulations']} simulations ({out['search']}).")
