@@ -407,11 +407,20 @@ def frontier_report(out: dict, every: list[Evaluation], path: Path, prices: Pric
         f"<td>{prices.money(cs):.4g}</td></tr>"
         for cs, lat, e in pareto
     )
-    body = "".join(f"<p>{html.escape(line)}</p>" for line in words(out) if not line.startswith("|"))
+    lines = words(out)
+    body = "".join(f"<p>{html.escape(line)}</p>" for line in lines if line.strip() and not line.startswith("|"))
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("| ")]
+    options = "".join(
+        "<tr>"
+        + "".join(f"<{'th' if i == 0 else 'td'}>{html.escape(c)}</{'th' if i == 0 else 'td'}>" for c in row)
+        + "</tr>"
+        for i, row in enumerate(cells)
+    )
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>What-if: autoscaler</title></head><body>"
         f"<h1>What-if: autoscaler settings</h1>{body}"
-        f"<img src='data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}'>"
+        f"<h2>The options</h2><table border='1'>{options}</table>"
+        f"<h2>Latency against cost</h2><img src='data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}'>"
         "<h2>The frontier</h2><table border='1'><tr><th>configuration</th><th>p99 added (s)</th>"
         f"<th>container-s</th><th>cost $</th></tr>{rows}</table></body></html>"
     )
