@@ -16,6 +16,17 @@ by ``size_to`` (models/inputs/function.py): inputs in the system (default) or th
 within one interval; the HTTP server has no start limit and ignores it.
 
 Left out: the early shrink of a well over-provisioned pool and placement on workers (§2).
+
+Idle time is free. Decisions fall on a fixed grid (the phase, then every ``interval_s``), but one that cannot change
+anything is not simulated: after a decision the pool sleeps until the first grid point where one could, so a run
+costs events in proportion to its work, not to simulated time ÷ interval. A decision can act only if the wanted
+containers differ from those the pool has: more (it launches: woken by the owner's ``poke`` when its load changes),
+or fewer with a container idle for the scaledown window (woken at the grid point when the earliest can be: no
+earlier than the least idle_since seen at the last decision, or that decision's time, plus the window). An owner
+whose wanted count moves with time alone (a Function with inputs pending under a start limit that sizes the pool;
+the HTTP server's sliding window of peaks) is decided at every grid point, as before. The grid points are the same
+floating-point sums as before (``DecisionGrid``), and a skipped decision would have drawn nothing and changed
+nothing, so results are identical (tests/test_autoscaler.py compares runs with ``SKIP_IDLE_DECISIONS`` off).
 """
 
 from __future__ import annotations
@@ -24,6 +35,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
+
+import numpy as np
 
 from sim.dists import Dist, LogNormal
 from sim.engine import Sim
@@ -101,7 +114,10 @@ class ContainerPool:
         wanted: Callable[[], int],
         on_ready: Callable[[Container], None],
         fixed: int = 0,
+        steady: Callable[[], bool] | None = None,
     ) -> None:
+        """``wanted``: the containers the owner wants now; ``steady``: whether that count can change only when the
+        owner pokes the pool (None: it may change with time alone, so every grid point is decided)."""
         self.sim = sim
         self.p = params
         self.wanted = wanted
@@ -128,11 +144,17 @@ class ContainerPool:
             self._cold_start = params.cold_start.sampler(streams.get(f"cold_start/{name}"))
         # The autoscaler's loop runs on its own clock: the first decision falls at a random point of an interval.
         self._phase = float(streams.get(f"autoscaler/{name}").uniform(0.0, params.interval_s))
+        self._steady = steady if SKIP_IDLE_DECISIONS else None
+        self.asleep = False  # the next decision is not at the next grid point: a poke may bring it earlier
+        self._grid = self._phase  # the last grid point decided (or the first, before any)
+        self._grid_points = DecisionGrid(self._phase, params.interval_s)
+        self._due = math.inf  # the grid point of the scheduled decision
+        self._retire_from = math.inf  # no container can reach its scaledown window before this time
         if fixed:  # an always-warm pool of `fixed` containers, no autoscaling (the mmc preset)
             for _ in range(fixed):
                 self._ready(False)
         else:
-            sim.env.process(self._decide_loop())
+            self._schedule(self._phase)
 
     @property
     def size(self) -> int:
@@ -195,7 +217,6 @@ class ContainerPool:
         elif want < self.size:
             excess = self.size - want
             cutoff = self.sim.now - p.scaledown_window_s
-            self._bill()
             keep = []
             for c in self.ready:
                 if excess and c.running == 0 and c.idle_since <= cutoff:
@@ -203,13 +224,91 @@ class ContainerPool:
                     excess -= 1
                 else:
                     keep.append(c)
-            self.ready = keep
+            if len(keep) < len(self.ready):
+                self._bill()  # before the size changes
+                self.ready = keep
 
-    def _decide_loop(self):  # a process: one decision per interval is a slow control loop
-        yield self.sim.env.timeout(self._phase)
-        while True:
-            self.decide()
-            yield self.sim.env.timeout(self.p.interval_s)
+    # --- the decision grid ------------------------------------------------------------------------------------
+    def _schedule(self, t: float, asleep: bool = False) -> None:
+        """The next decision at grid point ``t``; ``asleep``: it is not the next grid point, so a poke may bring an
+        earlier one."""
+        self._due = t
+        self.asleep = asleep
+        self.sim.call_at(t, self._tick, t)
+
+    def _tick(self, t: float) -> None:
+        if t != self._due:  # superseded by an earlier wake-up
+            return
+        self._grid = t
+        self.decide()
+        nxt = t + self.p.interval_s
+        if self._steady is None or not self._steady():
+            self._schedule(nxt)
+            return
+        # the least idle_since of the idle containers, plus the window: none retires before
+        idle = [c.idle_since for c in self.ready if c.running == 0]
+        self._retire_from = (min(idle) if idle else math.inf) + self.p.scaledown_window_s
+        want, size = self._clamped(), self.size
+        if want > size:
+            self._schedule(nxt)
+        elif want < size and self._retire_from < math.inf:
+            self._schedule(self._grid_points.at_or_after(max(nxt, self._retire_from), t), asleep=True)
+        else:
+            self._due = math.inf
+            self.asleep = True
+
+    def poke(self) -> None:
+        """The owner's load changed while the pool sleeps: schedule the first grid point where a decision could act."""
+        want, size = self._clamped(), self.size
+        if want > size:
+            target = self.sim.now
+        elif want < size:
+            # an idle container retires no earlier than the least idle_since seen at the last decision (or that
+            # decision's time, for containers idle since) plus the window
+            target = max(self.sim.now, min(self._retire_from, self._grid + self.p.scaledown_window_s))
+        else:
+            return
+        if target > self._due - 0.5 * self.p.interval_s:
+            return  # the decision already scheduled is the first grid point at or after target (or earlier)
+        t = self._grid_points.at_or_after(max(target, math.nextafter(self._grid, math.inf)), self.sim.now)
+        if t < self._due:
+            self._schedule(t, asleep=t > self._grid + self.p.interval_s)
+
+    def _clamped(self) -> int:
+        p = self.p
+        want = self.wanted()
+        if want > 0:
+            want += p.buffer_containers
+        want = max(want, p.min_containers)
+        return min(want, p.max_containers) if p.max_containers else want
+
+
+SKIP_IDLE_DECISIONS = True  # False: every grid point is an event, as before (tests/test_autoscaler.py compares)
+
+
+class DecisionGrid:
+    """The decision times: the phase, then each plus ``interval`` in turn, summed in floating point exactly as a loop
+    of timeouts does (numpy's accumulate adds in order), CHUNK points at a time; points before the clock dropped."""
+
+    CHUNK = 4096
+
+    def __init__(self, phase: float, interval: float) -> None:
+        self.interval = interval
+        self.points = np.array([phase])
+
+    def at_or_after(self, target: float, now: float) -> float:
+        """The first grid point ≥ ``target`` (≥ ``now``, the clock: earlier points are not asked for again)."""
+        if target > self.points[-1]:
+            kept = self.points[np.searchsorted(self.points, now) :]
+            chunks = [kept] if len(kept) else []
+            last = float(self.points[-1])
+            while target > last:
+                steps = np.full(self.CHUNK, self.interval)
+                steps[0] = last + self.interval
+                chunks.append(np.add.accumulate(steps))
+                last = float(chunks[-1][-1])
+            self.points = np.concatenate(chunks)
+        return float(self.points[np.searchsorted(self.points, target)])
 
 
 def containers_for(load: float, per_container: int) -> int:

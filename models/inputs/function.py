@@ -172,7 +172,9 @@ class Function:
         self._target = fp.target
         self._max = fp.max_inputs
         self._in_system = 0  # pending + running: what the autoscaler sizes the pool to
-        self.pool = ContainerPool(sim, ap, streams, name, self._wanted, self._container_ready, fixed=fp.containers)
+        self.pool = ContainerPool(
+            sim, ap, streams, name, self._wanted, self._container_ready, fixed=fp.containers, steady=self._steady
+        )
 
     # --- accepting -------------------------------------------------------------------------------------------
     def submit(self, call: int, style: int = SYNC) -> str | None:
@@ -186,6 +188,8 @@ class Function:
             if not self.accept[style].try_take(now):
                 return "rate_limited"
         self._in_system += 1
+        if self.pool.asleep:
+            self.pool.poke()
         pending = self.pending
         if not pending:  # nothing waits: start at once if a container has room and a start token is there
             spare = self._spare
@@ -272,6 +276,8 @@ class Function:
         now = self.env._now
         self.n_running[style] -= 1
         self._in_system -= 1
+        if self.pool.asleep:
+            self.pool.poke()
         pending = self.pending
         if pending and (self.start_bucket is None or self.start_bucket.try_take(now)):
             # The freed slot takes the next pending input before the caller hears back. It is the right slot:
@@ -323,6 +329,11 @@ class Function:
             startable = self.start_bucket.startable_within(self.env._now, self._interval)
             return containers_for(self._in_system - pending + min(pending, startable), self._target)
         return containers_for(self._in_system, self._target)
+
+    def _steady(self) -> bool:
+        """Whether the wanted containers change only when the load does (then the pool may sleep between pokes): not
+        while inputs wait under a start limit that sizes the pool (size_to = "startable": tokens refill with time)."""
+        return not (self._startable and self.start_bucket is not None and self.pending)
 
     def _container_ready(self, c: Container) -> None:
         c.listed = True
