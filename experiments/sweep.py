@@ -113,6 +113,10 @@ def dask_client(executor: str, jobs: int) -> Any:
 
     from distributed import Client, LocalCluster
 
+    # this process's Dask logs would print tracebacks (a lost scheduler, reconnection attempts): the sweep says what
+    # went wrong in one line instead, and a run's own errors are in its row
+    for name in ("distributed", "distributed.client"):  # Dask's config sets the level of both
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     if executor == "dask-local":
         cluster = LocalCluster(
             n_workers=jobs,
