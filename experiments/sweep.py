@@ -256,8 +256,9 @@ def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh
                 table.write(row)
                 progress.update()
 
-            if client is not None:
-                run_on_dask(client, todo, write)
+            if executor.startswith("dask"):
+                if client is not None:  # (none when every row is already there)
+                    run_on_dask(client, todo, write)
             elif executor == "serial" or jobs == 1:
                 for p, s in todo:
                     write(run_point(p, s))
