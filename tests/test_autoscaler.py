@@ -24,6 +24,7 @@ CASES = [
     ("loadtest-batching", []),
     ("loadtest-server", ["duration_s=20"]),
     ("mmc", [*PER_REQUEST, "duration_s=5000"]),
+    ("mmc", [*PER_REQUEST, "duration_s=3000", "autoscaler.scaledown_window_s=30", "arrivals.rate=9", "warmup_s=100"]),
     ("mmc", [*PER_REQUEST, "duration_s=3000", "autoscaler.scaledown_window_s=30", "arrivals.shape=sine(600, 0.8)"]),
     (
         "mmc",

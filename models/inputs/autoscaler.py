@@ -115,9 +115,12 @@ class ContainerPool:
         on_ready: Callable[[Container], None],
         fixed: int = 0,
         steady: Callable[[], bool] | None = None,
+        demand: tuple[Callable[[], int], Callable[[int], int]] | None = None,
     ) -> None:
-        """``wanted``: the containers the owner wants now; ``steady``: whether that count can change only when the
-        owner pokes the pool (None: it may change with time alone, so every grid point is decided)."""
+        """``wanted``: the containers the owner wants now. ``steady``: whether that count changes only with the
+        owner's load, and ``demand``: that load now and the wanted count at a load, (load(), wanted_at(n)); with
+        both the pool may sleep, and the owner pokes it when its load leaves [quiet_lo, quiet_hi] (None: every grid
+        point is decided)."""
         self.sim = sim
         self.p = params
         self.wanted = wanted
@@ -144,7 +147,10 @@ class ContainerPool:
             self._cold_start = params.cold_start.sampler(streams.get(f"cold_start/{name}"))
         # The autoscaler's loop runs on its own clock: the first decision falls at a random point of an interval.
         self._phase = float(streams.get(f"autoscaler/{name}").uniform(0.0, params.interval_s))
-        self._steady = steady if SKIP_IDLE_DECISIONS else None
+        self._steady = steady if SKIP_IDLE_DECISIONS and demand else None
+        self._demand = demand
+        # while asleep, the owner's loads for which no decision could act: outside, it pokes (inf: it never does)
+        self.quiet_lo, self.quiet_hi = -math.inf, math.inf
         self.asleep = False  # the next decision is not at the next grid point: a poke may bring it earlier
         self._grid = self._phase  # the last grid point decided (or the first, before any)
         self._grid_points = DecisionGrid(self._phase, params.interval_s)
@@ -233,8 +239,25 @@ class ContainerPool:
         """The next decision at grid point ``t``; ``asleep``: it is not the next grid point, so a poke may bring an
         earlier one."""
         self._due = t
-        self.asleep = asleep
+        self._sleep(asleep)
         self.sim.call_at(t, self._tick, t)
+
+    def _sleep(self, asleep: bool) -> None:
+        self.asleep = asleep
+        if not asleep:
+            self.quiet_lo, self.quiet_hi = -math.inf, math.inf
+            return
+        # the loads around the present one at which the wanted count stays where it is relative to the size
+        load, wanted_at = self._demand
+        n, size = load(), self.size
+        want = self._clamp(wanted_at(n))
+        self.quiet_hi = _last(n, lambda k: self._clamp(wanted_at(k)) <= size, up=True)
+        if want == size:
+            self.quiet_lo = _last(n, lambda k: self._clamp(wanted_at(k)) >= size, up=False)
+        elif self._due == math.inf:  # fewer wanted, none idle yet: the next finish may free one, so it pokes
+            self.quiet_lo = n
+        else:  # fewer wanted, a retirement already scheduled at the earliest it can be
+            self.quiet_lo = -math.inf
 
     def _tick(self, t: float) -> None:
         if t != self._due:  # superseded by an earlier wake-up
@@ -255,12 +278,13 @@ class ContainerPool:
             self._schedule(self._grid_points.at_or_after(max(nxt, self._retire_from), t), asleep=True)
         else:
             self._due = math.inf
-            self.asleep = True
+            self._sleep(True)
 
-    def poke(self) -> None:
-        """The owner's load changed while the pool sleeps: schedule the first grid point where a decision could act."""
+    def poke(self, unsteady: bool = False) -> None:
+        """The owner's load changed while the pool sleeps: schedule the first grid point where a decision could act
+        (``unsteady``: the wanted count now moves with time alone, so the next grid point)."""
         want, size = self._clamped(), self.size
-        if want > size:
+        if want > size or unsteady:
             target = self.sim.now
         elif want < size:
             # an idle container retires no earlier than the least idle_since seen at the last decision (or that
@@ -275,8 +299,11 @@ class ContainerPool:
             self._schedule(t, asleep=t > self._grid + self.p.interval_s)
 
     def _clamped(self) -> int:
+        return self._clamp(self.wanted())
+
+    def _clamp(self, want: int) -> int:
+        """The wanted count within the pool's bounds: plus the buffer (under load), at least min, at most max."""
         p = self.p
-        want = self.wanted()
         if want > 0:
             want += p.buffer_containers
         want = max(want, p.min_containers)
@@ -284,6 +311,28 @@ class ContainerPool:
 
 
 SKIP_IDLE_DECISIONS = True  # False: every grid point is an event, as before (tests/test_autoscaler.py compares)
+
+
+def _last(n: int, ok: Callable[[int], bool], up: bool) -> float:
+    """From ``n`` (where ``ok`` holds) going up (or down), the last integer where the monotone ``ok`` still holds:
+    doubling steps, then bisection (inf or -inf beyond 2^40: it holds for every load)."""
+    sign = 1 if up else -1
+    good, step = n, 1
+    while ok(n + sign * step):
+        good = n + sign * step
+        step *= 2
+        if step > 2**40:
+            return sign * math.inf
+        if not up and good <= 0:
+            return -math.inf  # holds down to no load at all
+    bad = n + sign * step
+    while abs(bad - good) > 1:
+        mid = (good + bad) // 2
+        if ok(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
 
 
 class DecisionGrid:

@@ -173,7 +173,15 @@ class Function:
         self._max = fp.max_inputs
         self._in_system = 0  # pending + running: what the autoscaler sizes the pool to
         self.pool = ContainerPool(
-            sim, ap, streams, name, self._wanted, self._container_ready, fixed=fp.containers, steady=self._steady
+            sim,
+            ap,
+            streams,
+            name,
+            self._wanted,
+            self._container_ready,
+            fixed=fp.containers,
+            steady=self._steady,
+            demand=(self._load, self._wanted_at),
         )
 
     # --- accepting -------------------------------------------------------------------------------------------
@@ -188,7 +196,7 @@ class Function:
             if not self.accept[style].try_take(now):
                 return "rate_limited"
         self._in_system += 1
-        if self.pool.asleep:
+        if self._in_system > self.pool.quiet_hi:
             self.pool.poke()
         pending = self.pending
         if not pending:  # nothing waits: start at once if a container has room and a start token is there
@@ -209,6 +217,8 @@ class Function:
                 return None
         pending.append((call, style))
         self.n_pending[style] += 1
+        if len(pending) == 1 and self.pool.asleep and not self._steady():
+            self.pool.poke(unsteady=True)  # a start limit that sizes the pool: decide at every grid point again
         if len(pending) == 1:
             # Otherwise the queue is already waiting for a container or a start token, and whatever brings one
             # (a finished input, a ready container, the limiter's wake-up) starts it.
@@ -276,7 +286,7 @@ class Function:
         now = self.env._now
         self.n_running[style] -= 1
         self._in_system -= 1
-        if self.pool.asleep:
+        if self._in_system < self.pool.quiet_lo:
             self.pool.poke()
         pending = self.pending
         if pending and (self.start_bucket is None or self.start_bucket.try_take(now)):
@@ -321,8 +331,15 @@ class Function:
         return sum(self.n_running), pending, self.pool.size, why
 
     # --- autoscaling -----------------------------------------------------------------------------------------
+    def _load(self) -> int:
+        return self._in_system
+
+    def _wanted_at(self, n: int) -> int:
+        """The containers wanted at ``n`` inputs in the system, none pending (what a sleeping pool watches)."""
+        return containers_for(n, self._target)
+
     def _wanted(self) -> int:
-        if self._startable and self.start_bucket is not None:
+        if self.pending and self._startable and self.start_bucket is not None:
             # size_to = "startable": running inputs plus the pending ones the start limit can start within one
             # decision interval; the rest of the queue would find no start token, whatever the containers
             pending = len(self.pending)
