@@ -11,6 +11,7 @@ import math
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -89,6 +90,30 @@ def check_size(sc: Any) -> None:
 
 
 MAX_SEED = 2**63 - 1  # numpy's SeedSequence takes any non-negative integer; a results table keeps int64
+
+
+class RunProgress:
+    """A long single run's progress on stderr (a tqdm bar of simulated seconds, with simulated time per wall
+    second), shown once the run has taken ``after_s`` of wall time, and only on a terminal; the engine's hook."""
+
+    def __init__(self, after_s: float = 5.0) -> None:
+        self.after_s = after_s
+        self.t0 = time.perf_counter()
+        self.bar = None
+
+    def __call__(self, now: float, until: float) -> None:
+        if self.bar is None:
+            if time.perf_counter() - self.t0 < self.after_s or not sys.stderr.isatty():
+                return
+            from tqdm import tqdm
+
+            total = until if math.isfinite(until) else None
+            self.bar = tqdm(total=total, unit="sim s", desc="simulated", leave=False, file=sys.stderr)
+        self.bar.update(now - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def run_scenario(sc: Any, seed: int = 0, series: dict | None = None, records: bool = False) -> dict:

@@ -10,8 +10,9 @@ import json
 import math
 import sys
 
-from experiments.cli import ArgParser, add_set_option, load_scenario, main_guard, run_scenario
+from experiments.cli import ArgParser, RunProgress, add_set_option, load_scenario, main_guard, run_scenario
 from models.registry import MODELS
+from sim import engine
 from sim.scenario import to_dict
 
 
@@ -49,7 +50,12 @@ def main(argv: list[str] | None = None) -> int:
 
     def go() -> int:
         sc = load_scenario(args.scenario, args.sets, args.params)
-        metrics = run_scenario(sc, seed=args.seed)
+        engine.PROGRESS = progress = RunProgress()  # a bar on a terminal once the run takes over 5 s
+        try:
+            metrics = run_scenario(sc, seed=args.seed)
+        finally:
+            engine.PROGRESS = None
+            progress.close()
         out = {**metrics, "seed": args.seed, "scenario": to_dict(sc)}
         if args.json:
             print(json.dumps(_finite(out), allow_nan=False))

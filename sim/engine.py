@@ -75,15 +75,19 @@ class Sim:
         processed = 0
         checkpoint = -1.0  # the clock at the last progress check
         mask = STALL_EVENTS_MASK
+        report = PROGRESS
         try:
             while queue:
                 entry = pop(queue)
                 env._now = entry[0]
                 processed += 1
-                if not processed & mask:  # a progress check every 2^25 events: has the clock moved?
-                    if env._now == checkpoint:
-                        raise Stalled(env._now, mask + 1)
-                    checkpoint = env._now
+                if not processed & CHECK_EVENTS_MASK:  # every 2^16 events: tell the progress hook; and
+                    if report is not None:
+                        report(env._now, until)
+                    if not processed & mask:  # every 2^25: has the clock moved?
+                        if env._now == checkpoint:
+                            raise Stalled(env._now, mask + 1)
+                        checkpoint = env._now
                 try:
                     arg = entry[4]  # a callback: (time, priority, id, fn, arg)
                 except IndexError:
@@ -112,6 +116,10 @@ _EVENT = object()  # marks a SimPy event entry in run()'s loop
 # progress: a time step below the clock's resolution, or a loop of zero delays. More than any legitimate burst at one
 # instant: the run-size budgets (experiments/cli.py) allow at most 10 million calls or 20 million sandboxes a run.
 STALL_EVENTS_MASK = 2**25 - 1
+CHECK_EVENTS_MASK = 2**16 - 1  # how often run() looks up from its loop (progress, then stalls)
+
+# A hook the commands set to show a long run's progress: called every 2^16 events with (now, until) (None: nothing).
+PROGRESS: Callable[[float, float], None] | None = None
 
 
 class Stalled(ScenarioError):
