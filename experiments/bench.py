@@ -7,8 +7,13 @@
   640,000 for 250,000 sandboxes): the exponent of a least-squares line through log(wall) against log(size).
 - mmc: the project's M/M/c model (the ``mmc`` preset through the full Function model) against a plain heapq
   M/M/c loop written here, on the same workload (same arrival rate, service distribution, servers and horizon,
-  numbers drawn in batches as the model does) in the same process. The figure is the ratio of customers per wall
-  second, model ÷ loop: 1.0 means as fast as a hand-rolled loop.
+  numbers drawn in batches as the model does) in the same process, at c = 10 (λ = 9/s) and c = 100 (λ = 90/s). The
+  figure is the ratio of customers per wall second, model ÷ loop: 1.0 means as fast as a hand-rolled loop.
+- loadtest scale (issue 14): the reference load test grown with app copies (one copy per client, 1,000 calls in
+  flight each, 60 s), at 1,000 clients (about 10 million calls) in a fresh process (wall, peak memory), and the
+  exponent of wall ∝ calls over 50, 100, 200 and 400 clients.
+- SimFaaS's README example (Poisson 0.9/s, work exponential(1.991 s), 600 s idle expiry, 2×10^5 s) scaled per
+  request on a 0.05 s decision grid: wall seconds and events, with the idle decisions skipped and without.
 Each figure is the best of ``--repeat`` runs (the least disturbed by other load on the machine).
 """
 
@@ -86,6 +91,84 @@ print(json.dumps({"sandboxes": m["sandboxes_created"], "makespan_s": m["creation
 """
 
 
+LOADTEST_CHILD = """
+import json, resource, sys
+from experiments.cli import load_scenario
+from models.inputs import loadtest
+sc = load_scenario(sys.argv[1], sys.argv[2:], [])
+m = loadtest.run(sc, seed=0)
+print(json.dumps({"calls": m["calls_issued"], "wall_s": m["wall_s"], "events": m["events"],
+                  "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def loadtest_run(clients: int) -> dict:
+    """The app-copies load test at ``clients`` clients (a copy each), in a fresh process (no run-size budget)."""
+    sets = [f"clients.count={clients}", f"function.copies={clients}"]
+    out = subprocess.run(
+        [sys.executable, "-c", LOADTEST_CHILD, "loadtest-copies", *sets], capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout)
+
+
+def mmc_ratio(servers: int, rate: float, horizon: float, repeat: int) -> dict:
+    """The mmc model against the heapq loop on the same workload: customers per wall second, and their ratio."""
+    sets = [
+        f"duration_s={horizon}",
+        "warmup_s=0",
+        "drain_s=0",
+        f"function.containers={servers}",
+        f"arrivals.rate={rate}",
+    ]
+    sc = load_scenario("mmc", sets, [])
+    model_wall, m = best_of(repeat, lambda: loadtest.run(sc, seed=0))
+    loop_wall, (served, _) = best_of(repeat, lambda: heapq_mmc(rate, servers, sc.work.mean, horizon, 0))
+    model_rate, loop_rate = m["calls_issued"] / model_wall, served / loop_wall
+    return {
+        "servers": servers,
+        "customers": m["calls_issued"],
+        "model_wall_s": round(model_wall, 4),
+        "heapq_wall_s": round(loop_wall, 4),
+        "model_customers_per_wall_s": round(model_rate),
+        "heapq_customers_per_wall_s": round(loop_rate),
+        "ratio": round(model_rate / loop_rate, 3),
+    }
+
+
+SIMFAAS = [  # SimFaaS's README example, scaled per request (issue 14)
+    "function.containers=0",
+    "function.max_inputs=1",
+    "autoscaler.interval_s=0.05",
+    "autoscaler.scaledown_window_s=600",
+    "arrivals.rate=0.9",
+    "work=exponential(1.991)",
+    "warmup_s=0",
+    "duration_s=200000",
+]
+
+
+def simfaas(repeat: int, quick: bool) -> dict:
+    from models.inputs import autoscaler
+
+    sets = [*SIMFAAS, "duration_s=20000"] if quick else SIMFAAS
+    sc = load_scenario("mmc", sets, [])
+    out = {}
+    for skip in (True, False):
+        autoscaler.SKIP_IDLE_DECISIONS = skip
+        try:
+            wall, m = best_of(repeat if skip else 1, lambda: loadtest.run(sc, seed=0))
+        finally:
+            autoscaler.SKIP_IDLE_DECISIONS = True
+        out["skipping" if skip else "every_grid_point"] = {
+            "wall_s": round(wall, 3),
+            "events": m["events"],
+            "calls": m["calls_issued"],
+            "cold_start_probability": round(m["cold_starts"] / m["inputs"], 5),
+            "inputs_running_mean": round(m["inputs_in_flight_mean"], 3),
+        }
+    return out
+
+
 def sandbox_run(sets: list[str], preset: str = "sandboxes-v2") -> dict:
     """One sandbox run in a fresh process, so that its peak memory is its own."""
     cmd = [sys.executable, "-c", SANDBOX_CHILD, preset, *sets]
@@ -128,12 +211,6 @@ def bench(quick: bool = False, repeat: int = 3) -> dict:
             "calls_per_wall_s": round(m["calls_issued"] / wall),
             "events_per_wall_s": round(m["events"] / wall),
         }
-    horizon = 2000.0 if quick else 20000.0
-    sc = load_scenario("mmc", [f"duration_s={horizon}", "warmup_s=0", "drain_s=0"], [])
-    model_wall, m = best_of(repeat, lambda: loadtest.run(sc, seed=0))
-    loop_wall, (served, _) = best_of(
-        repeat, lambda: heapq_mmc(sc.arrivals.rate, sc.function.containers, sc.work.mean, horizon, 0)
-    )
     figures["sandboxes_v2"] = {}
     for workers in (20_000, 100_000):
         sets = [f"fleet.workers={workers}"] + (["sandboxes.count=50000"] if quick else [])
@@ -145,16 +222,21 @@ def bench(quick: bool = False, repeat: int = 3) -> dict:
         "with_sandboxes": growth([(n // shrink, 20_000 // shrink) for n in (125_000, 250_000, 500_000, 1_000_000)], 0),
         "with_workers": growth([(250_000 // shrink, w // shrink) for w in (10_000, 40_000, 160_000, 640_000)], 1),
     }
-    model_rate = m["calls_issued"] / model_wall
-    loop_rate = served / loop_wall
-    figures["mmc"] = {
-        "customers": m["calls_issued"],
-        "model_wall_s": round(model_wall, 4),
-        "heapq_wall_s": round(loop_wall, 4),
-        "model_customers_per_wall_s": round(model_rate),
-        "heapq_customers_per_wall_s": round(loop_rate),
-        "ratio": round(model_rate / loop_rate, 3),
+    horizon = 2000.0 if quick else 20000.0
+    figures["mmc"] = mmc_ratio(10, 9.0, horizon, repeat)
+    figures["mmc_100"] = mmc_ratio(100, 90.0, horizon / 10, repeat)
+    figures["simfaas"] = simfaas(repeat, quick)
+    sizes = [5, 10, 20, 40] if quick else [50, 100, 200, 400]
+    runs = [loadtest_run(n) for n in sizes]
+    figures["loadtest_growth"] = {
+        "clients": sizes,
+        "calls": [r["calls"] for r in runs],
+        "wall_s": [round(r["wall_s"], 2) for r in runs],
+        "exponent": round(
+            float(np.polyfit(np.log([r["calls"] for r in runs]), np.log([r["wall_s"] for r in runs]), 1)[0]), 2
+        ),
     }
+    figures["loadtest_10M"] = loadtest_run(100 if quick else 1000)
     return figures
 
 
@@ -181,11 +263,22 @@ def main(argv: list[str] | None = None) -> int:
     for name, g in figures["sandboxes_growth"].items():
         walls = ", ".join(f"{x:,}: {w:.2f} s" for x, w in zip(g["sizes"], g["wall_s"], strict=True))
         print(f"sandboxes-v2 wall time {name.replace('_', ' ')} ({walls}): exponent {g['exponent']}")
-    mm = figures["mmc"]
-    print(
-        f"mmc: model {mm['model_customers_per_wall_s']} customers/wall s, heapq loop "
-        f"{mm['heapq_customers_per_wall_s']}: ratio {mm['ratio']}"
-    )
+    for key in ("mmc", "mmc_100"):
+        mm = figures[key]
+        print(
+            f"mmc, c = {mm['servers']}: model {mm['model_customers_per_wall_s']} customers/wall s, heapq loop "
+            f"{mm['heapq_customers_per_wall_s']}: ratio {mm['ratio']}"
+        )
+    for mode, f in figures["simfaas"].items():
+        print(
+            f"SimFaaS example, {mode.replace('_', ' ')}: {f['wall_s']} s, {f['events']:,} events, cold-start "
+            f"probability {f['cold_start_probability']}, {f['inputs_running_mean']} running"
+        )
+    g = figures["loadtest_growth"]
+    walls = ", ".join(f"{c:,} calls: {w:.1f} s" for c, w in zip(g["calls"], g["wall_s"], strict=True))
+    print(f"loadtest-copies wall time with calls ({walls}): exponent {g['exponent']}")
+    t = figures["loadtest_10M"]
+    print(f"loadtest-copies, {t['calls']:,} calls: {t['wall_s']:.1f} s, peak {t['peak_rss_mib']:.0f} MiB")
     return 0
 
 
