@@ -159,5 +159,11 @@ def parameter_file(settings: list[str], comments: list[str]) -> str:
 
 
 def write(path: Path, f: Fit, comments: list[str]) -> None:
+    write_settings(path, f.settings, comments)
+
+
+def write_settings(path: Path, settings: list[str], comments: list[str]) -> str:
+    """Write a parameter file of ``settings`` (``KEY=VALUE``) headed by ``comments``; return its text."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(parameter_file(f.settings, comments))
+    path.write_text(parameter_file(settings, comments))
+    return path.read_text()

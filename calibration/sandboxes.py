@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 from scipy import optimize
 
+from calibration.report import write_settings
 from sim.scenario import ScenarioError
 
 SCHEDULE_BAND_S = (0.010, 0.099)  # "tens of milliseconds" (domain.md §2, Timing)
@@ -58,20 +59,15 @@ def fit_sandboxes(seeds: list[int], path: Path, want: float | None = None, trace
     lo, hi = SCHEDULE_BAND_S
     aim = f"the middle of {lo * 1000:g}–{hi * 1000:g} ms" if want is None else "the traces' median"
     source = "domain.md §2 ('tens of milliseconds')" if want is None else f"the traces {', '.join(traces)}"
-    lines = [
-        f"# Written by `python -m calibration.fit {' '.join(traces) or 'sandboxes'}`: the v2 create path's request",
-        f"# time in the scheduler, fitted to {source} on sandboxes-v2 with {', '.join(FIT_RUNS)}, seeds {seeds}.",
-        f"#   schedule_latency_p50_s: {figs['schedule_latency_p50_s']:.4g} (target {target:.4g}: {aim})",
-        f"#   schedule_latency_p99_s: {figs['schedule_latency_p99_s']:.4g} (not published)",
-        f"#   tti_p50_s: {figs['tti_p50_s']:.4g} (bound: under {TTI_P50_BOUND_S:g}; a check, not fitted)",
-        f"#   tti_p90_s, tti_p99_s: {figs['tti_p90_s']:.4g}, {figs['tti_p99_s']:.4g} (not published: 'longer than "
+    comments = [
+        f"Written by `python -m calibration.fit {' '.join(traces) or 'sandboxes'}`: the v2 create path's request",
+        f"time in the scheduler, fitted to {source} on sandboxes-v2 with {', '.join(FIT_RUNS)}, seeds {seeds}.",
+        f"  schedule_latency_p50_s: {figs['schedule_latency_p50_s']:.4g} (target {target:.4g}: {aim})",
+        f"  schedule_latency_p99_s: {figs['schedule_latency_p99_s']:.4g} (not published)",
+        f"  tti_p50_s: {figs['tti_p50_s']:.4g} (bound: under {TTI_P50_BOUND_S:g}; a check, not fitted)",
+        f"  tti_p90_s, tti_p99_s: {figs['tti_p90_s']:.4g}, {figs['tti_p99_s']:.4g} (not published: 'longer than "
         "wanted')",
-        f"# request_s keeps the schedule p50 within {lo * 1000:g}–{hi * 1000:g} ms from {low:.3g} to {high:.3g} s: the "
+        f"request_s keeps the schedule p50 within {lo * 1000:g}–{hi * 1000:g} ms from {low:.3g} to {high:.3g} s: the "
         "figure bounds it, it does not pin it down.",
-        "",
-        "[scheduler]",
-        f"request_s = {request!r}",
     ]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-    return path.read_text()
+    return write_settings(path, [f"{FITTED}={request!r}"], comments)

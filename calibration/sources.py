@@ -24,6 +24,7 @@ import numpy as np
 
 from calibration import trace
 from calibration.objective import Experiment
+from calibration.report import write_settings
 from calibration.targets import REFERENCE, Target
 from sim.scenario import ScenarioError
 
@@ -133,19 +134,14 @@ def fit_starts(traces: tuple[Source, ...], path: Path) -> str:
     rng = np.random.default_rng(0)
     boot = [float(np.exp(rng.choice(logs, len(logs)).mean())) for _ in range(RESAMPLES)]
     lo, hi = np.percentile(boot, (2.5, 97.5))
-    lines = [
-        f"# Written by `python -m calibration.fit {' '.join(str(s.trace.path) for s in traces)}`: the cold start of a",
-        f"# container, a lognormal fitted by maximum likelihood to {len(total)} recorded starts.",
-        f"#   median {median:.4g} s (95% bootstrap interval {lo:.4g} .. {hi:.4g} s over {RESAMPLES} resamples),",
-        f"#   sigma {sigma:.3g}; p99 of the trace {np.percentile(total, 99):.4g} s, of the fit "
+    comments = [
+        f"Written by `python -m calibration.fit {' '.join(str(s.trace.path) for s in traces)}`: the cold start of a",
+        f"container, a lognormal fitted by maximum likelihood to {len(total)} recorded starts.",
+        f"  median {median:.4g} s (95% bootstrap interval {lo:.4g} .. {hi:.4g} s over {RESAMPLES} resamples),",
+        f"  sigma {sigma:.3g}; p99 of the trace {np.percentile(total, 99):.4g} s, of the fit "
         f"{median * math.exp(2.326 * sigma):.4g} s",
-        "",
-        "[autoscaler]",
-        f'cold_start = "lognormal({median:.4g}, {sigma:.3g})"',
     ]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-    return path.read_text()
+    return write_settings(path, [f"autoscaler.cold_start=lognormal({median:.4g}, {sigma:.3g})"], comments)
 
 
 def schedule_p50(traces: tuple[Source, ...]) -> float:

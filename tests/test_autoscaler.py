@@ -5,18 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from experiments.bench import SIMFAAS
 from models.inputs import autoscaler, loadtest
 from tests.conftest import preset
 
-PER_REQUEST = [  # SimFaaS's README example, shortened: scaling per request on a 0.05 s grid (issue 14)
-    "function.containers=0",
-    "function.max_inputs=1",
-    "autoscaler.interval_s=0.05",
-    "autoscaler.scaledown_window_s=600",
-    "arrivals.rate=0.9",
-    "work=exponential(1.991)",
-    "warmup_s=0",
-]
+# SimFaaS's README example (experiments/bench.py), shorter: scaling per request on a 0.05 s grid (issue 14)
+PER_REQUEST = [s for s in SIMFAAS if not s.startswith("duration_s")]
 CASES = [
     ("loadtest-spawn", []),
     ("loadtest-copies", ["clients.count=4", "function.copies=4"]),
