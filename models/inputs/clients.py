@@ -177,7 +177,13 @@ class Load:
             self._failed(call, self._kinds[call])
             return
         self._finished[call] = self.env._now
-        self._back(call)
+        # _back, inlined: this is every call's way back
+        self.outstanding -= 1
+        if self.returned is not None:
+            self.returned(call)
+        self._close(call)
+        if self.outstanding == 0:
+            self._maybe_drained()
 
     def _failed(self, call: int, kind: str) -> None:
         log = self.log
@@ -255,14 +261,18 @@ class OpenLoop(Load):
 
     def start(self) -> None:
         self._new = self.log.new
+        self._single = len(self.targets) == 1
         self._arrive_cb = self._arrive
         self._call_at = self.sim.call_at
         self.sim.call_in(self._gap(), self._arrive)
 
     def _offer(self, now: float) -> None:
         """A new call, to the targets in turn (app copies share an open loop's arrivals round robin)."""
-        client = self._arrivals % len(self.targets)
-        self._arrivals += 1
+        if self._single:
+            client = 0
+        else:
+            client = self._arrivals % len(self.targets)
+            self._arrivals += 1
         call = self._new(client, now, self.work())
         self.outstanding += 1
         if self._submit_delay is not None:
@@ -272,7 +282,8 @@ class OpenLoop(Load):
             if kind is not None:
                 self._rejected(call, kind)
 
-    _arrivals = 0  # calls issued so far
+    _arrivals = 0  # calls issued so far (several targets)
+    _single = False  # one target: every call goes to it
 
     def _arrive(self, _arg: None) -> None:
         now = self.env._now
@@ -311,6 +322,7 @@ class TraceReplay(OpenLoop):
 
     def start(self) -> None:
         self._new = self.log.new
+        self._single = len(self.targets) == 1
         self._minute(0)
 
     def _minute(self, m: int) -> None:
