@@ -39,14 +39,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from experiments.cli import ArgParser, check_out, main_guard, one_line
+from experiments.prices import CPU_PRICE, MEMORY_PRICE, Prices
 from sim.scenario import ScenarioError
 
 PROG = "calibration.run"
 WHATS = ("remote", "spawn", "copies", "batching", "server", "coldstart", "sandboxes")
 DATA = Path(__file__).resolve().parent / "data"
-CPU_PRICE = 0.0000131  # $ per core-second (domain.md §6)
-CPU_MIN = 0.125  # billed cores at least (domain.md §6)
-MEMORY_PRICE = 0.00000222  # $ per GiB-second (domain.md §6)
 HEADROOM = 2  # max_containers = HEADROOM × the containers the calls in flight need (autoscaler overshoot)
 MARGIN_S = 300.0  # a run's wall-clock limit beyond its own bound (deploys, image builds, URL look-ups)
 
@@ -178,11 +176,12 @@ class Plan:
     wall_s: float  # the run's own bound on its wall-clock time (before MARGIN_S)
     out: Path
 
+    def prices(self, cpu_price: float = CPU_PRICE, memory_price: float = MEMORY_PRICE) -> Prices:
+        return Prices(self.cpu, self.memory_mib / 1024, cpu_price, memory_price)
+
     def cost(self, cpu_price: float = CPU_PRICE, memory_price: float = MEMORY_PRICE) -> float:
-        """Upper-bound cost in $: container-seconds × (billed cores × CPU price + GiB × memory price), domain.md
-        §6 (CPU billed at least 0.125 core)."""
-        per_s = max(CPU_MIN, self.cpu) * cpu_price + self.memory_mib / 1024 * memory_price
-        return self.container_seconds * per_s
+        """Upper-bound cost in $: container-seconds at domain.md §6's prices (experiments/prices.py)."""
+        return self.prices(cpu_price, memory_price).money(self.container_seconds)
 
 
 def default_run_id() -> str:
@@ -292,7 +291,7 @@ def describe(plan: Plan, cpu_price: float, memory_price: float) -> str:
         f"  container: {plan.cpu:g} CPU, {plan.memory_mib} MiB; at most {plan.containers:,} at once, each at most "
         f"{plan.lifetime_s:g} s",
         f"  calls: {plan.calls}",
-        f"  upper-bound cost: {plan.container_seconds:,.0f} container-s × ({max(CPU_MIN, plan.cpu):g} core × "
+        f"  upper-bound cost: {plan.container_seconds:,.0f} container-s × ({plan.prices().billed_cores:g} core × "
         f"${cpu_price:g} + {plan.memory_mib / 1024:g} GiB × ${memory_price:g}) per s = "
         f"${plan.cost(cpu_price, memory_price):.4f}",
         f"  trace: {plan.out / (plan.what + ('-MODE' if plan.what == 'coldstart' else ''))}",

@@ -42,10 +42,10 @@ from experiments.cli import (
     process_pool,
     run_scenario,
 )
+from experiments.prices import CPU_PRICE, MEMORY_PRICE, Prices
+from experiments.whatif_report import frontier_report, words
 from sim.scenario import ScenarioError
 
-# domain.md §6 (modal.com/pricing, July 2026): per core-second (0.125-core minimum) and per GiB-second
-CPU_PRICE, MEMORY_PRICE, MIN_CORES = 0.0000131, 0.00000222, 0.125
 METRICS = ("calls_per_s", "added_latency_p99_s", "added_latency_p50_s", "errors_total", "container_seconds")
 KNOBS = {
     "copies": "function.copies",
@@ -63,18 +63,6 @@ DEFAULTS = {
 }
 
 
-@dataclass(frozen=True)
-class Prices:
-    cores: float = 1.0
-    memory_gib: float = 1.0
-    cpu_price: float = CPU_PRICE
-    memory_price: float = MEMORY_PRICE
-
-    def money(self, container_seconds: float) -> float:
-        """What a container-second costs at this size (domain.md §6: idle containers are billed like busy ones)."""
-        return container_seconds * (max(self.cores, MIN_CORES) * self.cpu_price + self.memory_gib * self.memory_price)
-
-
 @dataclass
 class Evaluation:
     """One configuration simulated over the seeds: per metric (mean, 95% CI half-width), and the constraint."""
@@ -84,6 +72,10 @@ class Evaluation:
     binding: str = ""
     meets: bool = False
     why: str = ""
+
+    def settings(self) -> dict:
+        """The configuration's autoscaler and function keys (what a question varies)."""
+        return {k: v for k, v in self.config.items() if k.startswith(("autoscaler.", "function."))}
 
     def mean(self, key: str) -> float:
         v = self.metrics.get(key, (None, None))[0]
@@ -211,7 +203,7 @@ def autoscaler(
     ranked = sorted(passing, key=lambda e: e.mean("container_seconds"))
     out = {
         "question": question,
-        "answer": _config(ranked[0]) if ranked else None,
+        "answer": ranked[0].settings() if ranked else None,
         "chosen": _row(ranked[0]) if ranked else None,
         "runners_up": [_row(e) for e in ranked[1:4]],
         "next_cheaper_fails": [_row(e) for e in _cheaper_failing(every, ranked[0])] if ranked else [],
@@ -269,10 +261,6 @@ def answer(question: str, best: int | None, seen: dict[int, Evaluation], key: st
     }
 
 
-def _config(e: Evaluation) -> dict:
-    return {k: v for k, v in e.config.items() if k.startswith(("autoscaler.", "function."))}
-
-
 def _row(e: Evaluation) -> dict:
     cs = e.metrics["container_seconds"][0]
     return {
@@ -294,138 +282,6 @@ def priced(out: dict, prices: Prices) -> dict:
             r["cost_usd"] = prices.money(r["container_seconds"])
     out["prices"] = vars(prices)
     return out
-
-
-def words(out: dict) -> list[str]:
-    """The answer in plain words and a table."""
-    lines = [f"Question: {out['question']}."]
-    c = out["chosen"]
-    if c is None:
-        lines.append("Answer: none of the configurations tried meets the constraint.")
-    else:
-        m = c["metrics"]
-        lines.append(f"Answer: {_settings(out['answer'])}.")
-        lines.append(
-            f"  predicted: {_ci(m, 'calls_per_s', 'calls/s')}, added-latency p99 {_ci(m, 'added_latency_p99_s', 's')}"
-            + (f", all back in {_ci(m, 'first_n_back_s', 's')}" if m.get("first_n_back_s", {}).get("mean") else "")
-            + f"; binding limit: {c['binding_limit']}"
-        )
-        lines.append(f"  cost: {_num(c['container_seconds'])} container-seconds, ${c['cost_usd']:.4g} at {_size(out)}")
-    rows = [("chosen", c)] if c else []
-    rows += [("next cheaper", r) for r in out["next_cheaper_fails"]]
-    rows += [("runner-up", r) for r in out["runners_up"]]
-    if rows:
-        drains = "first_n_back_s" in c["metrics"] if c else False
-        head = "| option | configuration | calls/s | p99 added (s) |" + (" all back (s) |" if drains else "")
-        lines += ["", head + " container-s | cost $ | meets |", "|---" * (7 + drains) + "|"]
-        for label, r in rows:
-            m = r["metrics"]
-            conf = _settings({k: v for k, v in r["config"].items() if k not in ("load", "arrivals.rate")})
-            back = f" {_ci(m, 'first_n_back_s')} |" if drains else ""
-            lines.append(
-                f"| {label} | {conf} | {_ci(m, 'calls_per_s')} | {_ci(m, 'added_latency_p99_s')} |{back} "
-                f"{_num(r['container_seconds'])} | {r['cost_usd']:.4g} | {'yes' if r['meets'] else 'no: ' + r['why']} |"
-            )
-    lines.append(f"\n{out['simulations']} simulations ({out['search']}).")
-    return lines
-
-
-def _settings(d: dict | None) -> str:
-    return ", ".join(f"{k}={v}" for k, v in (d or {}).items())
-
-
-def _num(x: float | None) -> str:
-    return "—" if x is None else f"{x:,.0f}"
-
-
-def _ci(m: dict, key: str, unit: str = "") -> str:
-    v = m.get(key, {})
-    mean, ci = v.get("mean"), v.get("ci95")
-    if mean is None:
-        return "—"
-    text = f"{mean:.4g}" + (f" ± {ci:.2g}" if ci is not None else "")
-    return f"{text} {unit}".strip()
-
-
-def _size(out: dict) -> str:
-    p = out["prices"]
-    return f"{p['cores']:g} core(s), {p['memory_gib']:g} GiB (${p['cpu_price']:g}/core-s, ${p['memory_price']:g}/GiB-s)"
-
-
-def frontier_report(out: dict, every: list[Evaluation], path: Path, prices: Prices) -> Path:
-    """The autoscaler question's HTML report: the latency-versus-cost frontier of every simulated configuration."""
-    import base64
-    import html
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    pts = [(e.mean("container_seconds"), e.mean("added_latency_p99_s"), e) for e in every]
-    pts = [p for p in pts if math.isfinite(p[0]) and math.isfinite(p[1])]
-    pareto, best_latency = [], math.inf
-    for cs, lat, e in sorted(pts, key=lambda p: (p[0], p[1])):
-        if lat < best_latency:
-            pareto.append((cs, lat, e))
-            best_latency = lat
-    fig, ax = plt.subplots(figsize=(8, 5))
-    try:
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, color="0.6", label="configurations simulated")
-        ax.plot(
-            [p[0] for p in pareto], [p[1] for p in pareto], "o-", color="C0", label="frontier (no cheaper is faster)"
-        )
-        if out["chosen"]:
-            c = out["chosen"]
-            ax.scatter(
-                [c["container_seconds"]],
-                [c["metrics"]["added_latency_p99_s"]["mean"]],
-                s=120,
-                facecolors="none",
-                edgecolors="C3",
-                linewidths=2,
-                label="answer",
-                zorder=3,
-            )
-        limit = out.get("p99_limit")
-        if limit:
-            ax.axhline(limit, color="C3", ls="--", lw=1, label=f"p99 limit {limit:g} s")
-        ax.set_xlabel("container-seconds (cost)")
-        ax.set_ylabel("added latency p99, s (mean over seeds)")
-        ax.set_yscale("log")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-        ax.set_title("Autoscaler settings: latency against cost")
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-        fig.savefig(path / "frontier.png", dpi=110, bbox_inches="tight")
-    finally:
-        plt.close(fig)
-    rows = "".join(
-        f"<tr><td>{html.escape(_settings(_config(e)))}</td><td>{lat:.3g}</td><td>{cs:,.0f}</td>"
-        f"<td>{prices.money(cs):.4g}</td></tr>"
-        for cs, lat, e in pareto
-    )
-    lines = words(out)
-    body = "".join(f"<p>{html.escape(line)}</p>" for line in lines if line.strip() and not line.startswith("|"))
-    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("| ")]
-    options = "".join(
-        "<tr>"
-        + "".join(f"<{'th' if i == 0 else 'td'}>{html.escape(c)}</{'th' if i == 0 else 'td'}>" for c in row)
-        + "</tr>"
-        for i, row in enumerate(cells)
-    )
-    page = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>What-if: autoscaler</title></head><body>"
-        f"<h1>What-if: autoscaler settings</h1>{body}"
-        f"<h2>The options</h2><table border='1'>{options}</table>"
-        f"<h2>Latency against cost</h2><img src='data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}'>"
-        "<h2>The frontier</h2><table border='1'><tr><th>configuration</th><th>p99 added (s)</th>"
-        f"<th>container-s</th><th>cost $</th></tr>{rows}</table></body></html>"
-    )
-    (path / "whatif.html").write_text(page)
-    return path / "whatif.html"
 
 
 # --- the command --------------------------------------------------------------------------------------------------
