@@ -15,6 +15,7 @@ clear message if a SimPy release changes them (tests/test_engine.py).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from heapq import heappop, heappush
 from itertools import count
@@ -48,6 +49,7 @@ class Sim:
         self._queue = self.env._queue  # SimPy's event heap: (time, priority, id, event)
         self._eid = self.env._eid  # its insertion counter (ties in time and priority go in order)
         self.events = 0  # entries processed by run(): callbacks and SimPy events
+        self._lines: list[DelayLine] = []
 
     @property
     def now(self) -> float:
@@ -63,6 +65,15 @@ class Sim:
             raise ValueError(f"negative delay {delay}")
         heappush(self._queue, (self.env._now + delay, NORMAL, next(self._eid), fn, arg))
 
+    def line(self, delay: float, fn: Callable[[Any], Any]) -> DelayLine:
+        """The delay line calling ``fn(arg)`` ``delay`` seconds after each push (one per delay and function)."""
+        for ln in self._lines:
+            if ln.delay == delay and ln.fn == fn:
+                return ln
+        ln = DelayLine(self, delay, fn)
+        self._lines.append(ln)
+        return ln
+
     def stop(self) -> None:
         """End ``run`` before any other event at the current time."""
         heappush(self._queue, (self.env._now, URGENT, next(self._eid), _halt, None))
@@ -70,6 +81,9 @@ class Sim:
     def run(self, until: float) -> None:
         """Process events in order until time ``until`` (events at ``until`` itself are left), ``stop()``, or an
         empty queue."""
+        if self._lines:
+            self._run_with_lines(until)
+            return
         env, queue, pop = self.env, self._queue, heappop
         heappush(queue, (until, URGENT, next(self._eid), _halt, None))
         processed = 0
@@ -108,6 +122,91 @@ class Sim:
             processed -= 1  # the halt entry is not an event of the model
         finally:
             self.events += processed
+
+    def _run_with_lines(self, until: float) -> None:
+        """``run`` with delay lines: at each step the earliest of the heap's top and the lines' heads, by the same
+        (time, priority, id) order a heap entry would have had."""
+        env, queue, pop, lines = self.env, self._queue, heappop, self._lines
+        heappush(queue, (until, URGENT, next(self._eid), _halt, None))
+        processed = 0
+        checkpoint = -1.0
+        mask = STALL_EVENTS_MASK
+        report = PROGRESS
+        try:
+            while True:
+                best = head = None  # the earliest line head: (due, id, arg), and its line
+                for ln in lines:
+                    items = ln.items
+                    if items and (head is None or items[0] < head):
+                        head, best = items[0], ln
+                if head is not None:
+                    if queue:
+                        top = queue[0]
+                        t = head[0]
+                        first = t < top[0] or (
+                            t == top[0] and (top[1] > NORMAL or (top[1] == NORMAL and head[1] < top[2]))
+                        )
+                    else:
+                        first = True
+                else:
+                    first = False
+                if first:
+                    best.items.popleft()
+                    env._now = head[0]
+                    fn, arg = best.fn, head[2]
+                    entry = None
+                elif queue:
+                    entry = pop(queue)
+                    env._now = entry[0]
+                else:
+                    break
+                processed += 1
+                if not processed & CHECK_EVENTS_MASK:
+                    if report is not None:
+                        report(env._now, until)
+                    if not processed & mask:
+                        if env._now == checkpoint:
+                            raise Stalled(env._now, mask + 1)
+                        checkpoint = env._now
+                if entry is None:
+                    fn(arg)
+                    continue
+                try:
+                    arg = entry[4]
+                except IndexError:
+                    arg = _EVENT
+                if arg is not _EVENT:
+                    entry[3](arg)
+                    continue
+                event = entry[3]
+                callbacks, event.callbacks = event.callbacks, None
+                for callback in callbacks:
+                    callback(event)
+                if not event._ok and not hasattr(event, "_defused"):
+                    exc = type(event._value)(*event._value.args)
+                    exc.__cause__ = event._value
+                    raise exc
+        except _Halt:
+            processed -= 1
+        finally:
+            self.events += processed
+
+
+class DelayLine:
+    """``fn(arg)`` a fixed ``delay`` after each ``push(arg)``: a constant delay keeps its items in push order, so
+    they wait in a FIFO beside the heap instead of in it (a heap entry costs more the larger the heap: one per call in
+    flight). Each item keeps the (time, id) key a heap entry pushed at the same moment would have had, and ``run``
+    merges the lines' heads with the heap by that key, so the order of events is the same."""
+
+    __slots__ = ("_sim", "delay", "fn", "items")
+
+    def __init__(self, sim: Sim, delay: float, fn: Callable[[Any], Any]) -> None:
+        self._sim, self.delay, self.fn = sim, delay, fn
+        self.items: deque[tuple[float, int, Any]] = deque()
+
+    def push(self, arg: Any) -> None:
+        sim = self._sim
+        self.items.append((sim.env._now + self.delay, next(sim._eid), arg))
 
 
 _EVENT = object()  # marks a SimPy event entry in run()'s loop

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import numpy as np
 
 from models.inputs.demand import Shape, parse_shape
-from models.inputs.overhead import sampler
+from models.inputs.overhead import leg
 from models.inputs.records import CallLog
 from sim.dists import Exponential
 from sim.engine import Sim
@@ -104,7 +104,7 @@ class Load:
         self._conns = [0] * cp.count
         self._conn_wait: list[deque[int]] = [deque() for _ in range(cp.count)]
         # client → accept on the Function path (overhead.submit); None: the call arrives at once
-        self._submit_delay = None if http else sampler(sc.overhead, "submit", streams)
+        self._submit = None if http else leg(sim, sc.overhead, "submit", streams, self._reach)
 
     def begin(self) -> None:
         """Issue the calls in flight at the start."""
@@ -134,8 +134,8 @@ class Load:
                 self._conn_wait[client].append(call)
                 return
             self._conns[client] += 1
-        if self._submit_delay is not None:
-            self.sim.call_in(self._submit_delay(), self._reach, call)
+        if self._submit is not None:
+            self._submit(call)
             return
         kind = self.targets[client % len(self.targets)].submit(call, self.style)
         if kind is not None:
@@ -275,8 +275,8 @@ class OpenLoop(Load):
             self._arrivals += 1
         call = self._new(client, now, self.work())
         self.outstanding += 1
-        if self._submit_delay is not None:
-            self.sim.call_in(self._submit_delay(), self._reach, call)
+        if self._submit is not None:
+            self._submit(call)
         else:
             kind = self.targets[client].submit(call, self.style)
             if kind is not None:

@@ -131,7 +131,7 @@ class Function:
         streams: Streams,
         log: CallLog,
         on_done: Callable[[int], None],
-        overheads: tuple[Callable[[], float] | None, Callable[[], float] | None] = (None, None),
+        overheads: tuple[Callable[[], float] | None, Callable[[int], None] | None] = (None, None),
     ) -> None:
         self.sim = sim
         self.env = sim.env
@@ -314,8 +314,8 @@ class Function:
                 self._start_pending()  # no start token: schedules the limiter's wake-up
         if self._result is None:
             self.on_done(call)
-        else:  # the result travels back to the caller (overhead.result); the slot is already free
-            self._call_at(now + self._result(), self.on_done, call)
+        else:  # the result travels back to the caller (overhead.result; it calls on_done); the slot is already free
+            self._result(call)
 
     def state(self) -> tuple[int, int, int, str | None]:
         """(running, pending, containers, why pending inputs wait): what models/inputs/monitor.py samples."""

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sim.dists import Constant, Dist
+from sim.engine import Sim
 from sim.rng import Streams
 from sim.scenario import param
 
@@ -52,3 +54,18 @@ def sampler(op: OverheadParams, leg: str, streams: Streams) -> Callable[[], floa
     """A sampler of one leg's delay from its stream ``overhead/LEG``, or None when that leg is always 0."""
     d = getattr(op, leg)
     return None if is_zero(d) else d.sampler(streams.get(f"overhead/{leg}"))
+
+
+def leg(
+    sim: Sim, op: OverheadParams, name: str, streams: Streams, fn: Callable[[Any], Any]
+) -> Callable[[Any], None] | None:
+    """What sends ``arg`` down one leg: ``fn(arg)`` after the leg's delay (a constant delay rides the engine's delay
+    line, any other is drawn per call from the leg's stream); None when the leg is always 0."""
+    d = getattr(op, name)
+    if is_zero(d):
+        return None
+    if isinstance(d, Constant):
+        return sim.line(d.x, fn).push
+    draw = d.sampler(streams.get(f"overhead/{name}"))
+    call_in = sim.call_in
+    return lambda arg: call_in(draw(), fn, arg)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from models.inputs.clients import LOADS, Load, Target
 from models.inputs.function import SYNC, Function
-from models.inputs.overhead import sampler
+from models.inputs.overhead import leg, sampler
 from models.inputs.records import CallLog
 from sim.engine import Sim
 from sim.rng import Streams
@@ -41,7 +41,7 @@ class Approach:
         """What the callers call: ``function.copies`` deployed copies of the Function (0: one per client)."""
         copies = sc.function.copies or sc.clients.count
         # one sampler per overhead leg, shared by the copies (None: that leg is 0)
-        overheads = (sampler(sc.overhead, "dispatch", streams), sampler(sc.overhead, "result", streams))
+        overheads = (sampler(sc.overhead, "dispatch", streams), leg(sim, sc.overhead, "result", streams, done))
         return [
             Function(
                 sim,
