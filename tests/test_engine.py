@@ -3,6 +3,8 @@ reading does not change, and a clear failure if SimPy's internals change."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import simpy
 
@@ -96,3 +98,35 @@ def test_a_clock_that_stops_moving_ends_the_run_as_bad_input(monkeypatch):
     ok.call_in(0.0, tick)
     ok.run(until=100.0)
     assert len(ticks) == 5000
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_delay_line_runs_its_items_in_the_order_heap_entries_would(seed):
+    # Events scheduled from callbacks at times on a coarse grid (so ties are common), some through a constant-delay
+    # line, the same ones through call_in in a twin run: the order of every call, and the clock at each, match.
+    def scenario(use_line: bool) -> list[tuple[float, str]]:
+        rng = random.Random(seed)
+        sim, seen = Sim(), []
+        line = sim.line(0.5, lambda tag: fire(tag)) if use_line else None
+
+        def fire(tag: str) -> None:
+            seen.append((sim.now, tag))
+            if len(seen) > 3000:
+                return
+            for k in range(rng.randint(0, 2)):
+                child = f"{tag}.{k}"
+                if rng.random() < 0.5:
+                    if line is not None:
+                        line.push(child)
+                    else:
+                        sim.call_in(0.5, fire, child)
+                else:
+                    sim.call_in(rng.choice([0.0, 0.25, 0.5, 1.0]), fire, child)
+
+        for i in range(20):
+            sim.call_at(rng.choice([0.0, 0.5, 1.0]), fire, str(i))
+        sim.run(until=50.0)
+        return seen
+
+    with_line, without = scenario(True), scenario(False)
+    assert len(with_line) > 100 and with_line == without
