@@ -87,21 +87,14 @@ class Sim:
         env, queue, pop = self.env, self._queue, heappop
         heappush(queue, (until, URGENT, next(self._eid), _halt, None))
         processed = 0
-        checkpoint = -1.0  # the clock at the last progress check
-        mask = STALL_EVENTS_MASK
-        report = PROGRESS
+        checkpoint = -1.0  # the clock at the last stall check
         try:
             while queue:
                 entry = pop(queue)
                 env._now = entry[0]
                 processed += 1
-                if not processed & CHECK_EVENTS_MASK:  # every 2^16 events: tell the progress hook; and
-                    if report is not None:
-                        report(env._now, until)
-                    if not processed & mask:  # every 2^25: has the clock moved?
-                        if env._now == checkpoint:
-                            raise Stalled(env._now, mask + 1)
-                        checkpoint = env._now
+                if not processed & CHECK_EVENTS_MASK:  # every 2^16 events: progress, and stalls
+                    checkpoint = _look_up(env._now, until, processed, checkpoint)
                 try:
                     arg = entry[4]  # a callback: (time, priority, id, fn, arg)
                 except IndexError:
@@ -109,15 +102,7 @@ class Sim:
                 if arg is not _EVENT:
                     entry[3](arg)
                     continue
-                # a SimPy event, (time, priority, id, event): as simpy.Environment.step
-                event = entry[3]
-                callbacks, event.callbacks = event.callbacks, None
-                for callback in callbacks:
-                    callback(event)
-                if not event._ok and not hasattr(event, "_defused"):
-                    exc = type(event._value)(*event._value.args)
-                    exc.__cause__ = event._value
-                    raise exc
+                _step(entry[3])  # a SimPy event, (time, priority, id, event)
         except _Halt:
             processed -= 1  # the halt entry is not an event of the model
         finally:
@@ -129,9 +114,7 @@ class Sim:
         env, queue, pop, lines = self.env, self._queue, heappop, self._lines
         heappush(queue, (until, URGENT, next(self._eid), _halt, None))
         processed = 0
-        checkpoint = -1.0
-        mask = STALL_EVENTS_MASK
-        report = PROGRESS
+        checkpoint = -1.0  # the clock at the last stall check
         try:
             while True:
                 best = head = None  # the earliest line head: (due, id, arg), and its line
@@ -161,13 +144,8 @@ class Sim:
                 else:
                     break
                 processed += 1
-                if not processed & CHECK_EVENTS_MASK:
-                    if report is not None:
-                        report(env._now, until)
-                    if not processed & mask:
-                        if env._now == checkpoint:
-                            raise Stalled(env._now, mask + 1)
-                        checkpoint = env._now
+                if not processed & CHECK_EVENTS_MASK:  # every 2^16 events: progress, and stalls
+                    checkpoint = _look_up(env._now, until, processed, checkpoint)
                 if entry is None:
                     fn(arg)
                     continue
@@ -178,14 +156,7 @@ class Sim:
                 if arg is not _EVENT:
                     entry[3](arg)
                     continue
-                event = entry[3]
-                callbacks, event.callbacks = event.callbacks, None
-                for callback in callbacks:
-                    callback(event)
-                if not event._ok and not hasattr(event, "_defused"):
-                    exc = type(event._value)(*event._value.args)
-                    exc.__cause__ = event._value
-                    raise exc
+                _step(entry[3])  # a SimPy event, (time, priority, id, event)
         except _Halt:
             processed -= 1
         finally:
@@ -207,6 +178,29 @@ class DelayLine:
     def push(self, arg: Any) -> None:
         sim = self._sim
         self.items.append((sim.env._now + self.delay, next(sim._eid), arg))
+
+
+def _look_up(now: float, until: float, processed: int, checkpoint: float) -> float:
+    """run()'s look up from its loop, every 2^16 events: tell the progress hook; every 2^25, check that the clock has
+    moved since the last check (else Stalled). Returns the clock at the last stall check."""
+    if PROGRESS is not None:
+        PROGRESS(now, until)
+    if not processed & STALL_EVENTS_MASK:
+        if now == checkpoint:
+            raise Stalled(now, STALL_EVENTS_MASK + 1)
+        return now
+    return checkpoint
+
+
+def _step(event: simpy.events.Event) -> None:
+    """Process a SimPy event as simpy.Environment.step does."""
+    callbacks, event.callbacks = event.callbacks, None
+    for callback in callbacks:
+        callback(event)
+    if not event._ok and not hasattr(event, "_defused"):
+        exc = type(event._value)(*event._value.args)
+        exc.__cause__ = event._value
+        raise exc
 
 
 _EVENT = object()  # marks a SimPy event entry in run()'s loop
