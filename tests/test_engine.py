@@ -130,3 +130,36 @@ def test_a_delay_line_runs_its_items_in_the_order_heap_entries_would(seed):
 
     with_line, without = scenario(True), scenario(False)
     assert len(with_line) > 100 and with_line == without
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_calendar_runs_entries_in_the_order_of_one_heap(seed, monkeypatch):
+    # Callbacks at times on a coarse grid (ties are common, some in one bucket, some far beyond it, some beyond the
+    # calendar's range), SimPy timeouts among them: with every entry through the calendar's buckets (NEAR = 0) the
+    # order of every call and the clock at each are those of one heap (NEAR larger than any queue).
+    def scenario(near: int) -> list[tuple[float, str]]:
+        monkeypatch.setattr(engine, "NEAR", near)
+        rng = random.Random(seed)
+        sim, seen = Sim(), []
+
+        def fire(tag: str) -> None:
+            seen.append((sim.now, tag))
+            if len(seen) > 3000:
+                return
+            for k in range(rng.randint(0, 3)):
+                delay = rng.choice([0.0, 1 / 1024, 1 / 256, 0.5, 1.0, 7.25, engine.FAR])
+                sim.call_in(delay, fire, f"{tag}.{k}")
+
+        def process():
+            while True:
+                yield sim.env.timeout(rng.choice([0.0, 1 / 256, 0.5]))
+                seen.append((sim.now, "process"))
+
+        for i in range(20):
+            sim.call_at(rng.choice([0.0, 0.5, 1.0]), fire, str(i))
+        sim.env.process(process())
+        sim.run(until=60.0)
+        return seen
+
+    calendar, heap = scenario(0), scenario(10**9)
+    assert len(calendar) > 1000 and calendar == heap
