@@ -95,12 +95,12 @@ class Sim:
             heappush(queue, entry)
         self._horizon = (b + 1) / BUCKETS_PER_S
 
-    def line(self, delay: float, fn: Callable[[Any], Any]) -> DelayLine:
-        """The delay line calling ``fn(arg)`` ``delay`` seconds after each push (one per delay and function)."""
+    def line(self, delay: float) -> DelayLine:
+        """The delay line of ``delay`` seconds: ``push(fn, arg)`` calls ``fn(arg)`` that long after (one per delay)."""
         for ln in self._lines:
-            if ln.delay == delay and ln.fn == fn:
+            if ln.delay == delay:
                 return ln
-        ln = DelayLine(self, delay, fn)
+        ln = DelayLine(self, delay)
         self._lines.append(ln)
         return ln
 
@@ -144,49 +144,38 @@ class Sim:
 
     def _run_with_lines(self, until: float) -> None:
         """``run`` with delay lines: at each step the earliest of the heap's top and the lines' heads, by the same
-        (time, priority, id) order a heap entry would have had."""
-        env, queue, pop, lines = self.env, self._queue, heappop, self._lines
+        (time, priority, id) order a heap entry would have had. (The halt entry at ``until`` keeps the heap from
+        emptying before the run ends.)"""
+        env, queue, pop = self.env, self._queue, heappop
+        lines = [ln.items for ln in self._lines]
         heappush(queue, (until, URGENT, next(self._eid), _halt, None))
         processed = 0
         checkpoint = -1.0  # the clock at the last stall check
         buckets = self._bucket_heap
         try:
             while True:
-                if buckets and (not queue or queue[0][0] >= self._horizon):
+                if buckets and queue[0][0] >= self._horizon:
                     self._load()
                     continue
-                best = head = None  # the earliest line head: (due, id, arg), and its line
-                for ln in lines:
-                    items = ln.items
+                head = None  # the earliest line head, (due, id, fn, arg), and its line
+                for items in lines:
                     if items and (head is None or items[0] < head):
-                        head, best = items[0], ln
+                        head, line = items[0], items
                 if head is not None:
-                    if queue:
-                        top = queue[0]
-                        t = head[0]
-                        first = t < top[0] or (
-                            t == top[0] and (top[1] > NORMAL or (top[1] == NORMAL and head[1] < top[2]))
-                        )
-                    else:
-                        first = True
-                else:
-                    first = False
-                if first:
-                    best.items.popleft()
-                    env._now = head[0]
-                    fn, arg = best.fn, head[2]
-                    entry = None
-                elif queue:
-                    entry = pop(queue)
-                    env._now = entry[0]
-                else:
-                    break
+                    t, top = head[0], queue[0]
+                    if t < top[0] or (t == top[0] and (top[1] > NORMAL or (top[1] == NORMAL and head[1] < top[2]))):
+                        line.popleft()
+                        env._now = t
+                        processed += 1
+                        if not processed & CHECK_EVENTS_MASK:
+                            checkpoint = _look_up(t, until, processed, checkpoint)
+                        head[2](head[3])
+                        continue
+                entry = pop(queue)
+                env._now = entry[0]
                 processed += 1
                 if not processed & CHECK_EVENTS_MASK:  # every 2^16 events: progress, and stalls
                     checkpoint = _look_up(env._now, until, processed, checkpoint)
-                if entry is None:
-                    fn(arg)
-                    continue
                 try:
                     arg = entry[4]
                 except IndexError:
@@ -202,20 +191,20 @@ class Sim:
 
 
 class DelayLine:
-    """``fn(arg)`` a fixed ``delay`` after each ``push(arg)``: a constant delay keeps its items in push order, so
-    they wait in a FIFO beside the heap instead of in it (a heap entry costs more the larger the heap: one per call in
-    flight). Each item keeps the (time, id) key a heap entry pushed at the same moment would have had, and ``run``
-    merges the lines' heads with the heap by that key, so the order of events is the same."""
+    """``fn(arg)`` a fixed ``delay`` after each ``push(fn, arg)``: a constant delay keeps its items in push order, so
+    they wait in a FIFO beside the heap instead of in it (a heap entry costs more the larger the heap). Each item keeps
+    the (time, id) key a heap entry pushed at the same moment would have had, and ``run`` merges the lines' heads with
+    the heap by that key, so the order of events is the same."""
 
-    __slots__ = ("_sim", "delay", "fn", "items")
+    __slots__ = ("_sim", "delay", "items")
 
-    def __init__(self, sim: Sim, delay: float, fn: Callable[[Any], Any]) -> None:
-        self._sim, self.delay, self.fn = sim, delay, fn
-        self.items: deque[tuple[float, int, Any]] = deque()
+    def __init__(self, sim: Sim, delay: float) -> None:
+        self._sim, self.delay = sim, delay
+        self.items: deque[tuple[float, int, Callable[[Any], Any], Any]] = deque()
 
-    def push(self, arg: Any) -> None:
+    def push(self, fn: Callable[[Any], Any], arg: Any) -> None:
         sim = self._sim
-        self.items.append((sim.env._now + self.delay, next(sim._eid), arg))
+        self.items.append((sim.env._now + self.delay, next(sim._eid), fn, arg))
 
 
 def _look_up(now: float, until: float, processed: int, checkpoint: float) -> float:

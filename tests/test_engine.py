@@ -107,7 +107,7 @@ def test_a_delay_line_runs_its_items_in_the_order_heap_entries_would(seed):
     def scenario(use_line: bool) -> list[tuple[float, str]]:
         rng = random.Random(seed)
         sim, seen = Sim(), []
-        line = sim.line(0.5, lambda tag: fire(tag)) if use_line else None
+        line = sim.line(0.5) if use_line else None
 
         def fire(tag: str) -> None:
             seen.append((sim.now, tag))
@@ -117,7 +117,7 @@ def test_a_delay_line_runs_its_items_in_the_order_heap_entries_would(seed):
                 child = f"{tag}.{k}"
                 if rng.random() < 0.5:
                     if line is not None:
-                        line.push(child)
+                        line.push(fire, child)
                     else:
                         sim.call_in(0.5, fire, child)
                 else:

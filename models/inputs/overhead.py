@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sim.dists import Constant, Dist
@@ -65,7 +66,7 @@ def leg(
     if is_zero(d):
         return None
     if isinstance(d, Constant):
-        return sim.line(d.x, fn).push
+        return partial(sim.line(d.x).push, fn)
     draw = d.sampler(streams.get(f"overhead/{name}"))
     call_in = sim.call_in
     return lambda arg: call_in(draw(), fn, arg)
