@@ -69,17 +69,17 @@ class Sim:
 
     def call_at(self, t: float, fn: Callable[[Any], Any], arg: Any = None) -> None:
         """Call ``fn(arg)`` at absolute time ``t`` (not before now: the per-call paths guarantee it)."""
-        queue = self._queue
+        queue, entry = self._queue, (t, NORMAL, next(self._eid), fn, arg)
         if t < self._horizon or len(queue) < NEAR or t >= FAR:
-            heappush(queue, (t, NORMAL, next(self._eid), fn, arg))
+            heappush(queue, entry)
             return
         b = int(t * BUCKETS_PER_S)
         bucket = self._buckets.get(b)
         if bucket is None:
-            self._buckets[b] = [(t, NORMAL, next(self._eid), fn, arg)]
+            self._buckets[b] = [entry]
             heappush(self._bucket_heap, b)
         else:
-            bucket.append((t, NORMAL, next(self._eid), fn, arg))
+            bucket.append(entry)
 
     def call_in(self, delay: float, fn: Callable[[Any], Any], arg: Any = None) -> None:
         """Call ``fn(arg)`` after ``delay`` seconds."""

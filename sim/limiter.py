@@ -29,7 +29,10 @@ class TokenBucket:
 
     def try_take(self, now: float) -> bool:
         """Take one token if there is one; True when the input is admitted."""
-        self._refill(now)
+        if now > self._t:  # _refill, inlined: every input takes a token or two
+            tokens = self._tokens + (now - self._t) * self.rate
+            self._tokens = self.burst if tokens > self.burst else tokens
+            self._t = now
         if self._tokens >= 1.0 - 1e-9:  # float slack: a wake-up at next_token_in() must succeed
             self._tokens -= 1.0
             return True

@@ -236,8 +236,12 @@ class ClosedLoop(Load):
         return super().loss_of_failure(call) if self.reissue else self.log.work[call]
 
     def returned(self, call: int) -> None:
-        if self.reissue and call not in self.log.kind and self.env._now < self.duration:
-            self.new_call(self.log.client[call], self.work())
+        now = self.env._now
+        if self.reissue and now < self.duration and call not in self._kinds:
+            # new_call, inlined: every call but the first of each slot is made here
+            log = self.log
+            self.outstanding += 1
+            self._send(log.new(log.client[call], now, self.work()))
 
 
 class OpenLoop(Load):

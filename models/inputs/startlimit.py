@@ -75,8 +75,17 @@ class RampingStartBucket(StartBucket):
 
     def _refill(self, now: float) -> None:
         if now > self._t:
-            self._tokens = min(self.burst, self._tokens + self._integral(self._t, now))
+            gained = self.base * (now - self._t) if self.since is None else self._integral(self._t, now)
+            self._tokens = min(self.burst, self._tokens + gained)
             self._t = now
+
+    def try_take(self, now: float) -> bool:
+        """As the plain bucket's, with tokens accrued under the ramp."""
+        self._refill(now)
+        if self._tokens >= 1.0 - 1e-9:
+            self._tokens -= 1.0
+            return True
+        return False
 
     def backlog(self, now: float, on: bool) -> None:
         self._refill(now)  # tokens up to now under the old regime
