@@ -95,12 +95,13 @@ class Sim:
             heappush(queue, entry)
         self._horizon = (b + 1) / BUCKETS_PER_S
 
-    def line(self, delay: float) -> DelayLine:
-        """The delay line of ``delay`` seconds: ``push(fn, arg)`` calls ``fn(arg)`` that long after (one per delay)."""
+    def line(self, delay: float, shared: bool = True) -> DelayLine:
+        """The delay line of ``delay`` seconds: ``push(fn, arg)`` calls ``fn(arg)`` that long after (one per delay,
+        unless not ``shared``: a line of its own, for ``push_at``)."""
         for ln in self._lines:
-            if ln.delay == delay:
+            if shared and ln.shared and ln.delay == delay:
                 return ln
-        ln = DelayLine(self, delay)
+        ln = DelayLine(self, delay, shared)
         self._lines.append(ln)
         return ln
 
@@ -196,15 +197,20 @@ class DelayLine:
     the (time, id) key a heap entry pushed at the same moment would have had, and ``run`` merges the lines' heads with
     the heap by that key, so the order of events is the same."""
 
-    __slots__ = ("_sim", "delay", "items")
+    __slots__ = ("_sim", "delay", "items", "shared")
 
-    def __init__(self, sim: Sim, delay: float) -> None:
-        self._sim, self.delay = sim, delay
+    def __init__(self, sim: Sim, delay: float, shared: bool = True) -> None:
+        self._sim, self.delay, self.shared = sim, delay, shared
         self.items: deque[tuple[float, int, Callable[[Any], Any], Any]] = deque()
 
     def push(self, fn: Callable[[Any], Any], arg: Any) -> None:
         sim = self._sim
         self.items.append((sim.env._now + self.delay, next(sim._eid), fn, arg))
+
+    def push_at(self, due: float, fn: Callable[[Any], Any], arg: Any) -> None:
+        """``fn(arg)`` at ``due``, which is about ``delay`` from now and no earlier than any item's before it (the
+        caller's sum of its legs, rounded as it adds them: a line of its own)."""
+        self.items.append((due, next(self._sim._eid), fn, arg))
 
 
 def _look_up(now: float, until: float, processed: int, checkpoint: float) -> float:

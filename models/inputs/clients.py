@@ -28,7 +28,7 @@ import numpy as np
 from models.inputs.demand import Shape, parse_shape
 from models.inputs.overhead import leg
 from models.inputs.records import CallLog
-from sim.dists import Exponential
+from sim.dists import Constant, Dist, Exponential
 from sim.engine import Sim
 from sim.rng import Streams
 from sim.scenario import param
@@ -105,6 +105,10 @@ class Load:
         self._conn_wait: list[deque[int]] = [deque() for _ in range(cp.count)]
         # client → accept on the Function path (overhead.submit); None: the call arrives at once
         self._submit = None if http else leg(sim, sc.overhead, "submit", streams, self._reach)
+        # what a call whose work ended is told: the result's way back (overhead.result on the Function path), then done
+        self.work_ended: Callable[[int], None] = (
+            self.done if http else leg(sim, sc.overhead, "result", streams, self.done) or self.done
+        )
 
     def begin(self) -> None:
         """Issue the calls in flight at the start."""
@@ -200,6 +204,9 @@ class Load:
         if self.outstanding == 0:
             self._maybe_drained()
 
+    def settle(self) -> None:
+        """The run has ended: what the callers did that is still to be told (nothing, unless a subclass defers)."""
+
     def _maybe_drained(self) -> None:
         if self.env._now >= self.duration or not self.reissue:
             self.sim.stop()  # the test is over: nothing more is in flight or will be issued
@@ -220,11 +227,53 @@ class Load:
 
 class ClosedLoop(Load):
     """Each client keeps ``in_flight`` calls outstanding until the duration ends (or, without ``reissue``, makes its
-    ``in_flight`` calls once)."""
+    ``in_flight`` calls once).
+
+    Round trips: on the Function path with constant, non-zero ``overhead.result`` (r) and ``overhead.submit`` (s), a
+    call whose work ends at t is back at t + r, and the next call, made at once, reaches the Function at
+    (t + r) + s. Nothing sees either call in between (they are in transit), so that is one event, at the arrival,
+    instead of two: the back and the next call's issue are recorded then, at their own times, and the work is drawn
+    then, in the same order as at the backs (the trips keep their order). ``settle`` records the trips the run's end
+    cut short."""
 
     def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
         super().__init__(sim, sc, *args)
         self.reissue = sc.clients.reissue
+        op = sc.overhead
+        if self.reissue and self._submit is not None and self._turnable(op.submit) and self._turnable(op.result):
+            self._r, self._s = op.result.x, op.submit.x
+            self._trips = sim.line(self._r + self._s, shared=False)
+            self._unfused = self.work_ended
+            self.work_ended = self._work_ended
+
+    @staticmethod
+    def _turnable(d: Dist) -> bool:
+        return isinstance(d, Constant) and d.x > 0
+
+    def _work_ended(self, call: int) -> None:
+        """The work of ``call`` ended: a round trip if the next call follows, else the result's way back alone."""
+        back = self.env._now + self._r
+        if back < self.duration and call not in self._kinds:
+            self._finished[call] = back
+            self._trips.push_at(back + self._s, self._turn, call)
+        else:
+            self._unfused(call)
+
+    def _turn(self, call: int) -> None:
+        """``call`` came back at its ``finished`` time and the next call, made then, reaches the Function now."""
+        self._reach(self._reissue(call))
+
+    def _reissue(self, call: int) -> int:
+        log = self.log
+        nxt = log.new(log.client[call], log.finished[call], self.work())
+        self._close(call)
+        return nxt
+
+    def settle(self) -> None:
+        """Trips under way at the end: the call came back and the next was made (it is in flight)."""
+        trips = getattr(self, "_trips", None)
+        while trips is not None and trips.items:
+            self._reissue(trips.items.popleft()[3])
 
     def start(self) -> None:
         for client in range(self.cp.count):

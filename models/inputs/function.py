@@ -17,8 +17,8 @@ limits, both per Function:
   (``"startable"``: running + min(pending, what the start bucket can start within ``interval_s``), so that it does
   not provision containers the start limit would leave without work; an assumption, a calibration target).
 - per-call overhead (models/inputs/overhead.py, off by default): ``overhead.dispatch`` between an input's start
-  (records' ``started``) and its work on the container, holding its slot; ``overhead.result`` between the end of its
-  work (the slot is freed) and the caller hearing back. ``overhead.submit`` is the callers' (models/inputs/clients.py).
+  (records' ``started``) and its work on the container, holding its slot. ``overhead.submit`` and ``overhead.result``
+  (the end of its work, when the slot is freed, to the caller hearing back) are the callers' (models/inputs/clients.py).
 
 Left out: input timeouts and retries of failed inputs on the server side, the 2-minute cancel of a sync call
 whose caller left, result retention of spawned calls, and regions.
@@ -119,7 +119,7 @@ class FunctionParams:
 
 class Function:
     """One deployed Function: limits, pending queue, containers. Callers use ``submit``; the Function calls
-    ``on_done(call)`` when a started input finishes."""
+    ``on_done(call)`` when a started input's work ends."""
 
     def __init__(
         self,
@@ -131,13 +131,13 @@ class Function:
         streams: Streams,
         log: CallLog,
         on_done: Callable[[int], None],
-        overheads: tuple[Callable[[], float] | None, Callable[[int], None] | None] = (None, None),
+        dispatch: Callable[[], float] | None = None,
     ) -> None:
         self.sim = sim
         self.env = sim.env
         self.on_done = on_done
-        # per-call overhead samplers (models/inputs/overhead.py), None when that leg is 0: no draw, no event
-        self._dispatch, self._result = overheads
+        # overhead.dispatch's sampler (models/inputs/overhead.py), None when it is 0: no draw
+        self._dispatch = dispatch
         # bound once: the per-input path below reads these millions of times
         self._call_at = sim.call_at
         self._finish_cb = self._finish
@@ -312,10 +312,7 @@ class Function:
                 self._spare.append(c)
             if pending:
                 self._start_pending()  # no start token: schedules the limiter's wake-up
-        if self._result is None:
-            self.on_done(call)
-        else:  # the result travels back to the caller (overhead.result; it calls on_done); the slot is already free
-            self._result(call)
+        self.on_done(call)  # the result sets out for the caller (overhead.result: the callers'); the slot is free
 
     def state(self) -> tuple[int, int, int, str | None]:
         """(running, pending, containers, why pending inputs wait): what models/inputs/monitor.py samples."""

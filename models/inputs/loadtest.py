@@ -87,12 +87,13 @@ def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool =
     approach = APPROACHES[sc.approach]
     targets: list = []
     load = approach.load(sim, sc, log, streams, targets)
-    targets += approach.targets(sim, sc, streams, log, load.done)
+    targets += approach.targets(sim, sc, streams, log, load.work_ended)
 
     dt = max(MONITOR_DT, sc.duration_s / MONITOR_SAMPLES)
     monitor = Monitor(sim, targets, dt, (sc.warmup_s, sc.duration_s), keep_series=series is not None)
     load.begin()
     sim.run(until=sc.duration_s + sc.drain_s)  # or until the last call in flight is back after the duration
+    load.settle()
     end = sim.now
 
     metrics = log.metrics()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from models.inputs.clients import LOADS, Load, Target
 from models.inputs.function import SYNC, Function
-from models.inputs.overhead import leg, sampler
+from models.inputs.overhead import sampler
 from models.inputs.records import CallLog
 from sim.engine import Sim
 from sim.rng import Streams
@@ -38,10 +38,10 @@ class Approach:
     def targets(
         self, sim: Sim, sc: Scenario, streams: Streams, log: CallLog, done: Callable[[int], None]
     ) -> list[Target]:
-        """What the callers call: ``function.copies`` deployed copies of the Function (0: one per client)."""
+        """What the callers call: ``function.copies`` deployed copies of the Function (0: one per client). ``done``
+        is told when a call's work ends (the callers' ``Load.work_ended``)."""
         copies = sc.function.copies or sc.clients.count
-        # one sampler per overhead leg, shared by the copies (None: that leg is 0)
-        overheads = (sampler(sc.overhead, "dispatch", streams), leg(sim, sc.overhead, "result", streams, done))
+        dispatch = sampler(sc.overhead, "dispatch", streams)  # shared by the copies (None: the leg is 0)
         return [
             Function(
                 sim,
@@ -52,7 +52,7 @@ class Approach:
                 streams,
                 log,
                 done,
-                overheads,
+                dispatch,
             )
             for i in range(copies)
         ]
