@@ -16,10 +16,11 @@ import numpy as np
 class Streams:
     """The random streams of one run, created on first use by name."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, prefix: str = "") -> None:
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         self.seed = seed
+        self.prefix = prefix  # before every stream's name: the streams of one independent part of a run
         self._streams: dict[str, np.random.Generator] = {}
 
     def get(self, name: str) -> np.random.Generator:
@@ -27,7 +28,7 @@ class Streams:
         gen = self._streams.get(name)
         if gen is None:
             # crc32 is stable across processes and machines, unlike hash().
-            key = zlib.crc32(name.encode())
+            key = zlib.crc32((self.prefix + name).encode())
             gen = np.random.Generator(np.random.PCG64(np.random.SeedSequence(self.seed, spawn_key=(key,))))
             self._streams[name] = gen
         return gen

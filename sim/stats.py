@@ -51,6 +51,12 @@ class LogHistogram:
             if part.any():
                 self._bins[sign].add(np.ceil(np.log(mag[part]) / self._log_gamma).astype(np.int64))
 
+    def absorb(self, other: LogHistogram) -> None:
+        """Count ``other``'s values too (the same α): the histogram of both streams."""
+        self.zeros += other.zeros
+        for sign, bins in other._bins.items():
+            self._bins[sign].absorb(bins)
+
     def _values(self) -> tuple[np.ndarray, np.ndarray]:
         """Every non-empty bin's value and count, in increasing order of value."""
         gamma = math.exp(self._log_gamma)
@@ -100,7 +106,17 @@ class _Bins:
         return int(self.counts.sum())
 
     def add(self, idx: np.ndarray) -> None:
-        lo, hi = int(idx.min()), int(idx.max())
+        self._cover(int(idx.min()), int(idx.max()))
+        self.counts += np.bincount(idx - self.lo, minlength=len(self.counts))
+
+    def absorb(self, other: _Bins) -> None:
+        idx, n = other.nonzero()
+        if len(idx):
+            self._cover(int(idx[0]), int(idx[-1]))
+            self.counts[idx - self.lo] += n
+
+    def _cover(self, lo: int, hi: int) -> None:
+        """Grow the dense range to hold indices lo..hi."""
         if not len(self.counts):
             self.lo, self.counts = lo, np.zeros(hi - lo + 1, dtype=np.int64)
         elif lo < self.lo or hi >= self.lo + len(self.counts):
@@ -108,7 +124,6 @@ class _Bins:
             grown = np.zeros(max(hi, self.lo + len(self.counts) - 1) - new_lo + 1, dtype=np.int64)
             grown[self.lo - new_lo : self.lo - new_lo + len(self.counts)] = self.counts
             self.lo, self.counts = new_lo, grown
-        self.counts += np.bincount(idx - self.lo, minlength=len(self.counts))
 
     def nonzero(self) -> tuple[np.ndarray, np.ndarray]:
         (at,) = np.nonzero(self.counts)

@@ -30,6 +30,9 @@ PARAMS = OUT.parent
 # model value}. In sample with the shipped parameters; left out with each approach's leave-out parameters.
 IN_SAMPLE_MISSES: dict[tuple[str, str], float] = {
     ("copies", "containers_peak"): 16,  # 2 per copy of 1,000 calls on containers of 500 (README, "Model selection")
+    # a figure that varies more from seed to seed (sd 0.35-0.42 s) than its band is wide: its mean over 16 seeds is
+    # 0.86 s with the copies simulated together and 0.92 s with each copy a part of its own (README, "Model selection")
+    ("copies", "added_latency_p90_s"): 0.8152,
 }
 LEFT_OUT_MISSES: dict[tuple[str, str], float] = {
     # without spawn, nothing pins the start limit down (only spawn binds on it): README, "Leave one approach out"
@@ -38,7 +41,7 @@ LEFT_OUT_MISSES: dict[tuple[str, str], float] = {
     ("spawn", "added_latency_p90_s"): 23.19,
     ("spawn", "added_latency_p99_s"): 29.36,
     ("spawn", "containers_peak"): 9.5,
-    ("copies", "added_latency_p90_s"): 0.5509,
+    ("copies", "added_latency_p90_s"): 0.3714,
     ("copies", "containers_peak"): 16,
     ("server", "first_n_back_s"): 19.54,
 }

@@ -84,7 +84,15 @@ class Load:
     """The callers of one run: issue calls, handle rejections, count what is outstanding."""
 
     def __init__(
-        self, sim: Sim, sc: Scenario, log: CallLog, streams: Streams, targets: list[Target], style: int, http: bool
+        self,
+        sim: Sim,
+        sc: Scenario,
+        log: CallLog,
+        streams: Streams,
+        targets: list[Target],
+        style: int,
+        http: bool,
+        clients: range | None = None,
     ) -> None:
         self.sim = sim
         self.env = sim.env
@@ -96,7 +104,9 @@ class Load:
         self.streams = streams
         self.work = sc.work.sampler(streams.get("work"))
         self._jitter = streams.get("backoff")
+        self.clients = range(sc.clients.count) if clients is None else clients  # the clients this load drives
         self.outstanding = 0  # inputs issued and not yet back: the run ends when none are, after the duration
+        self.drained_at: float | None = None  # when the load stopped the clock: nothing in flight, nothing to come
         self.rejections: dict[str, int] = {}  # every rejected attempt, retried or not, by kind
         self.lost: dict[str, float] = {}  # input-seconds lost to rejections, by kind (models/inputs/monitor.py)
         self._kinds, self._finished, self._close = log.kind, log.finished, log.close  # hot-path aliases
@@ -209,7 +219,13 @@ class Load:
 
     def _maybe_drained(self) -> None:
         if self.env._now >= self.duration or not self.reissue:
-            self.sim.stop()  # the test is over: nothing more is in flight or will be issued
+            self._stop()
+
+    def _stop(self) -> None:
+        """The test is over: nothing more is in flight or will be issued (said once: one stop of the clock)."""
+        if self.drained_at != self.env._now:
+            self.drained_at = self.env._now
+            self.sim.stop()
 
     reissue = True  # a closed loop follows a call that is back with the next (ClientParams.reissue)
 
@@ -276,9 +292,16 @@ class ClosedLoop(Load):
             self._reissue(trips.items.popleft()[3])
 
     def start(self) -> None:
-        for client in range(self.cp.count):
+        for client in self.clients:
             for _ in range(self.cp.in_flight):
                 self.new_call(client, self.work())
+        if not self.outstanding:  # no clients here (more app copies than clients), or every call failed at once
+            self._stop()
+
+    def _maybe_drained(self) -> None:
+        """Nothing in flight: a closed loop issues a call only when one comes back, so nothing will be, whatever the
+        time (the run itself goes on to the duration's end: models/inputs/loadtest.py)."""
+        self._stop()
 
     def loss_of_failure(self, call: int) -> float:
         """Without reissue a failed call loses its own work; else the rest of its slot (Load)."""

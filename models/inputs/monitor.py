@@ -80,6 +80,15 @@ class Monitor:
             ):
                 self.series[k].append(v)
 
+    def absorb(self, other: Monitor) -> None:
+        """Add another part's samples (the same dt, over the same span) to this monitor's: the run's totals."""
+        for w, v in other.waited.items():
+            self.waited[w] += v
+        if self.series is not None and other.series is not None:
+            for k, values in self.series.items():
+                if k != "t":
+                    values[:] = [a + b for a, b in zip(values, other.series[k], strict=True)]
+
     def diagnosis(self, lost: dict[str, float], capacity: float) -> dict:
         """The binding limit and the shares it was chosen from; ``lost`` is the callers' call-seconds lost to
         rejections by kind, ``capacity`` the call-seconds the load would hold in flight over the window."""

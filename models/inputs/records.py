@@ -102,14 +102,14 @@ class CallLog:
         if not self.keep:
             self._free.extend(rows)
 
-    def metrics(self) -> dict:
-        """The run's call metrics: the inputs back, and those still out at the end (never back)."""
+    def close_out(self) -> CallSummary:
+        """The run is over: its summary, with the inputs back and those still out (never back) folded in."""
         self._fold()
         out = np.isnan(np.frombuffer(self.finished, dtype=float))
         if out.any():
             a = self.arrays()
             self.summary.add({c: v[out] for c, v in a.items() if c != "client"})
-        return self.summary.metrics()
+        return self.summary
 
     def __len__(self) -> int:
         return len(self.issued)
@@ -271,6 +271,18 @@ class CallSummary:
         n["errors"] += int(items[failed_in_window].sum())
         for kind, k in zip(a["kind"][failed_in_window], items[failed_in_window], strict=True):
             self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + int(k)
+
+    def absorb(self, other: CallSummary) -> None:
+        """Fold in another summary of the same window (another part of the run)."""
+        for k, v in other.n.items():
+            self.n[k] += v
+        self.added.absorb(other.added)
+        for kind, k in other.errors_by_kind.items():
+            self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + k
+        self.initial += other.initial
+        self.initial_back += other.initial_back
+        self.initial_last_back = max(self.initial_last_back, other.initial_last_back)
+        self.wait_slices += other.wait_slices
 
     def metrics(self) -> dict:
         n, span = self.n, self.window.end - self.window.start

@@ -31,15 +31,25 @@ class Approach:
     def check(self, sc: Scenario) -> None:
         """Cross-field checks; raise ValueError naming the key."""
 
-    def load(self, sim: Sim, sc: Scenario, log: CallLog, streams: Streams, targets: list[Target]) -> Load:
-        """The callers: the scenario's ``load`` (closed-loop clients or open-loop arrivals)."""
-        return LOADS[sc.load](sim, sc, log, streams, targets, self.style, self.http)
+    def parts(self, sc: Scenario) -> int:
+        """How many independent parts the run falls into: app copies under closed-loop clients (client i calls copy
+        i mod copies, nothing else is shared) are one part each, a copy with its clients; otherwise 1."""
+        copies = sc.function.copies or sc.clients.count
+        return copies if sc.load == "clients" and copies > 1 else 1
+
+    def load(
+        self, sim: Sim, sc: Scenario, log: CallLog, streams: Streams, targets: list[Target], part: int = 0
+    ) -> Load:
+        """The callers of part ``part``: the scenario's ``load`` (closed-loop clients or open-loop arrivals)."""
+        parts = self.parts(sc)
+        clients = range(part, sc.clients.count, parts) if parts > 1 else None
+        return LOADS[sc.load](sim, sc, log, streams, targets, self.style, self.http, clients)
 
     def targets(
-        self, sim: Sim, sc: Scenario, streams: Streams, log: CallLog, done: Callable[[int], None]
+        self, sim: Sim, sc: Scenario, streams: Streams, log: CallLog, done: Callable[[int], None], part: int = 0
     ) -> list[Target]:
-        """What the callers call: ``function.copies`` deployed copies of the Function (0: one per client). ``done``
-        is told when a call's work ends (the callers' ``Load.work_ended``)."""
+        """What the callers of part ``part`` call: ``function.copies`` deployed copies of the Function (0: one per
+        client), or the part's own copy. ``done`` is told when a call's work ends (the callers' ``work_ended``)."""
         copies = sc.function.copies or sc.clients.count
         dispatch = sampler(sc.overhead, "dispatch", streams)  # shared by the copies (None: the leg is 0)
         return [
@@ -54,7 +64,7 @@ class Approach:
                 done,
                 dispatch,
             )
-            for i in range(copies)
+            for i in (range(part, part + 1) if self.parts(sc) > 1 else range(copies))
         ]
 
     def ideal_calls_per_s(self, sc: Scenario) -> float:

@@ -35,7 +35,12 @@ class Batching(Approach):
         if sc.load != "clients":
             raise ValueError('load: batching runs closed-loop rounds; use load = "clients"')
 
-    def load(self, sim: Sim, sc: Scenario, log: CallLog, streams: Streams, targets: list[Target]) -> Load:
+    def parts(self, sc: Scenario) -> int:
+        return 1  # rounds are one run (their clients' stop rule is the open loop's)
+
+    def load(
+        self, sim: Sim, sc: Scenario, log: CallLog, streams: Streams, targets: list[Target], part: int = 0
+    ) -> Load:
         return BatchedRounds(sim, sc, log, streams, targets, self.style, self.http)
 
     def ideal_calls_per_s(self, sc: Scenario) -> float:

@@ -77,8 +77,11 @@ class Server(Approach):
     http = True
     sections: ClassVar[dict[str, type]] = {"server": ServerParams}
 
+    def parts(self, sc: Scenario) -> int:
+        return 1  # every client calls the one proxy
+
     def targets(
-        self, sim: Sim, sc: Scenario, streams: Streams, log: CallLog, done: Callable[[int], None]
+        self, sim: Sim, sc: Scenario, streams: Streams, log: CallLog, done: Callable[[int], None], part: int = 0
     ) -> list[Target]:
         return [Proxy(sim, "server", sc.server, sc.autoscaler, streams, log, done)]
 

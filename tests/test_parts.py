@@ -1,0 +1,77 @@
+"""A run in independent parts (models/inputs/loadtest.py ``Part``): app copies under closed-loop clients are
+simulated one copy at a time, each with its own clock and streams, and their results added up. The checks: the
+parts add up to what their records say, they end together, and they agree with the copies simulated together
+(the same model) within confidence intervals over seeds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from models.inputs import loadtest
+from models.inputs.approaches.base import Approach
+from models.inputs.records import Window, summarize
+from tests.conftest import columns, scenario
+
+COPIES = {
+    "approach": "copies",
+    "work": "uniform(1, 10)",
+    "duration_s": 20.0,
+    "function": {"max_inputs": 50, "copies": 0},
+    "clients": {"count": 4, "in_flight": 60},
+    "overhead": {"submit": "constant(0.118)", "result": "constant(0.118)"},
+}
+
+
+def test_the_parts_add_up_to_their_records_and_end_together():
+    # more copies than clients: two copies have no caller, their pools still count until the run's end
+    tree = {**COPIES, "function": {**COPIES["function"], "copies": 6, "containers": 1}}
+    series: dict = {}
+    sc = scenario(tree)
+    assert loadtest.APPROACHES["copies"].parts(sc) == 6
+    m = loadtest.run(sc, seed=1, series=series, records=True)
+    a = columns(m["records"])
+    assert sorted(set(a["client"])) == [0, 1, 2, 3] and len(a["client"]) > 800
+    assert a["work"][a["client"] == 0][0] != a["work"][a["client"] == 1][0]  # each part draws from its own streams
+    # the metrics are those of the records taken together (sums folded in another order: to 1e-12)
+    whole = summarize(a, Window(sc.warmup_s, sc.duration_s))
+    for k, v in whole.items():
+        assert m[k] == (pytest.approx(v, rel=1e-12) if isinstance(v, float) else v), k
+    # the run ends with its last call back (after the duration), every part's clock with it
+    assert m["sim_time_s"] == np.nanmax(a["finished"]) > sc.duration_s
+    assert m["calls_in_flight"] == 0
+    # the monitor's samples, over the same times in every part: six warm containers all along
+    assert series["containers"] == [6] * len(series["t"]) and series["t"][-1] < m["sim_time_s"]
+    assert m["container_seconds"] == pytest.approx(6 * m["sim_time_s"])
+
+
+def test_the_parts_agree_with_the_copies_simulated_together(monkeypatch):
+    # The same model two ways, 12 seeds each: the copies as parts (streams of their own) and together (shared
+    # streams, one clock). Welch's 99% interval of the difference of the means holds 0 for each figure.
+    sc = scenario(COPIES)
+    apart = [loadtest.run(sc, seed=s) for s in range(12)]
+    monkeypatch.setattr(Approach, "parts", lambda self, sc: 1)
+    together = [loadtest.run(sc, seed=s) for s in range(12)]
+    assert apart[0]["events"] != together[0]["events"]  # two different runs
+    for k in ("calls_per_s", "added_latency_p50_s", "added_latency_p99_s", "first_n_back_s", "containers_peak"):
+        x, y = (np.array([r[k] for r in runs], dtype=float) for runs in (apart, together))
+        if np.ptp(x) == np.ptp(y) == 0:
+            assert x[0] == y[0], k
+            continue
+        diff = x.mean() - y.mean()
+        se = np.sqrt(x.var(ddof=1) / len(x) + y.var(ddof=1) / len(y))
+        assert abs(diff) <= stats.t.ppf(0.995, len(x) + len(y) - 2) * se, (k, x.mean(), y.mean())
+
+
+def test_a_part_is_the_same_whatever_the_other_parts():
+    # four copies; a fifth client joins copy 0: parts 1 to 3 (clients 1 to 3 and their copies) are as they were
+    tree = {**COPIES, "function": {**COPIES["function"], "copies": 4}}
+    a = columns(loadtest.run(scenario(tree), seed=3, records=True)["records"])
+    tree["clients"] = {**COPIES["clients"], "count": 5}
+    b = columns(loadtest.run(scenario(tree), seed=3, records=True)["records"])
+    assert (b["client"] == 4).sum() > 0
+    for client in (1, 2, 3):
+        for k in ("issued", "started", "finished", "work"):
+            np.testing.assert_array_equal(a[k][a["client"] == client], b[k][b["client"] == client], err_msg=k)
+    assert not np.array_equal(a["work"][a["client"] == 0], b["work"][b["client"] == 0][: (a["client"] == 0).sum()])
