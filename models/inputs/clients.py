@@ -111,8 +111,9 @@ class Load:
         self.lost: dict[str, float] = {}  # input-seconds lost to rejections, by kind (models/inputs/monitor.py)
         self._kinds, self._finished, self._close = log.kind, log.finished, log.close  # hot-path aliases
         self._pooled = http and cp.connection_limit > 0  # the client's HTTP connection pool binds
-        self._conns = [0] * cp.count
-        self._conn_wait: list[deque[int]] = [deque() for _ in range(cp.count)]
+        pool = cp.count if self._pooled else 0  # connections in use, and calls waiting for one, by client
+        self._conns = [0] * pool
+        self._conn_wait: list[deque[int]] = [deque() for _ in range(pool)]
         # client → accept on the Function path (overhead.submit); None: the call arrives at once
         self._submit = None if http else leg(sim, sc.overhead, "submit", streams, self._reach)
         # what a call whose work ended is told: the result's way back (overhead.result on the Function path), then done

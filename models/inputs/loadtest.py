@@ -23,7 +23,7 @@ from models.inputs.demand import TraceParams
 from models.inputs.function import FunctionParams, LimitParams
 from models.inputs.monitor import Monitor
 from models.inputs.overhead import OverheadParams
-from models.inputs.records import ERROR_KINDS, CallLog, Window
+from models.inputs.records import ERROR_KINDS, CallLog, CallSummary, Window
 from sim import engine
 from sim.dists import Dist, Uniform
 from sim.engine import Sim
@@ -95,12 +95,19 @@ class Part:
         self.monitor = Monitor(self.sim, self.targets, dt, (sc.warmup_s, sc.duration_s), keep_series=series)
         self.load.begin()
         self.sim.run(until=sc.duration_s + sc.drain_s)  # or until its last call in flight is back
+        self.summary = None
+        if not self.load.outstanding and not records:  # every call is back: fold them now, keep one part's rows
+            self.summary = self.log.close_out()
+            self.log.release()
 
     def extend(self, end: float) -> None:
         """Run on to the run's ``end`` (its containers and monitor go on while others' calls are out)."""
         if self.sim.now < end:
             self.sim.run(until=end)
         self.load.settle()
+
+    def close_out(self) -> CallSummary:
+        return self.summary or self.log.close_out()
 
 
 def run_end(sc: Scenario, loads: list) -> float:
@@ -142,10 +149,10 @@ def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool =
         p.extend(end)
 
     first = parts[0]
-    summary, monitor, lost = first.log.close_out(), first.monitor, dict(first.load.lost)
+    summary, monitor, lost = first.close_out(), first.monitor, dict(first.load.lost)
     rejections = dict(first.load.rejections)
     for p in parts[1:]:
-        summary.absorb(p.log.close_out())
+        summary.absorb(p.close_out())
         monitor.absorb(p.monitor)
         for totals, more in ((lost, p.load.lost), (rejections, p.load.rejections)):
             for kind, v in more.items():

@@ -111,6 +111,12 @@ class CallLog:
             self.summary.add({c: v[out] for c, v in a.items() if c != "client"})
         return self.summary
 
+    def release(self) -> None:
+        """Free the rows (the summary holds what they said): for a log whose inputs are all back and folded."""
+        for column in (self.client, self.work, self.issued, self.started, self.finished, self.initial):
+            del column[:]
+        self._free.clear()
+
     def __len__(self) -> int:
         return len(self.issued)
 
