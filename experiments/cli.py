@@ -116,12 +116,13 @@ class RunProgress:
             self.bar.close()
 
 
-def run_scenario(sc: Any, seed: int = 0, series: dict | None = None, records: bool = False) -> dict:
-    """One run of a validated scenario by its model's run function, within its size budget."""
+def run_scenario(sc: Any, seed: int = 0, series: dict | None = None, records: bool = False, jobs: int = 1) -> dict:
+    """One run of a validated scenario by its model's run function, within its size budget (``jobs``: processes
+    for its independent parts, if it has any)."""
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise ScenarioError(f"--seed {seed}: must be a whole number from 0 to {MAX_SEED}")
     check_size(sc)
-    return MODELS[sc.model].run(sc, seed=seed, series=series, records=records)
+    return MODELS[sc.model].run(sc, seed=seed, series=series, records=records, jobs=jobs)
 
 
 def one_line(message: str) -> str:

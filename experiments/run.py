@@ -1,7 +1,9 @@
-"""Run one scenario: ``python -m experiments.run SCENARIO [--set KEY=VALUE]... [--seed N] [--json]``.
+"""Run one scenario: ``python -m experiments.run SCENARIO [--set KEY=VALUE]... [--seed N] [--jobs N] [--json]``.
 
 SCENARIO is a preset name (experiments/scenarios/NAME.toml) or a path to a TOML file. ``--params FILE`` overlays
-a parameter file (e.g. one written by ``calibration.fit``) before the ``--set`` overrides.
+a parameter file (e.g. one written by ``calibration.fit``) before the ``--set`` overrides. ``--jobs N`` runs a load
+test's independent parts (app copies under closed-loop clients: models/inputs/parts.py) on N processes; the numbers
+are the same whatever N.
 """
 
 from __future__ import annotations
@@ -10,7 +12,15 @@ import json
 import math
 import sys
 
-from experiments.cli import ArgParser, RunProgress, add_set_option, load_scenario, main_guard, run_scenario
+from experiments.cli import (
+    ArgParser,
+    RunProgress,
+    add_set_option,
+    cap_jobs,
+    load_scenario,
+    main_guard,
+    run_scenario,
+)
 from models.registry import MODELS
 from sim import engine
 from sim.scenario import to_dict
@@ -39,6 +49,9 @@ def parser() -> ArgParser:
         help="a parameter TOML file overlaid on the scenario (repeatable)",
     )
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument(
+        "--jobs", type=int, default=1, help="processes for a run's independent parts (default 1; same numbers)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics on stdout")
     return p
 
@@ -47,12 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.seed < 0:
         parser().error(f"--seed: must be >= 0, got {args.seed}")
+    if args.jobs < 1:
+        parser().error(f"--jobs: must be >= 1, got {args.jobs}")
 
     def go() -> int:
         sc = load_scenario(args.scenario, args.sets, args.params)
         engine.PROGRESS = progress = RunProgress()  # a bar on a terminal once the run takes over 5 s
         try:
-            metrics = run_scenario(sc, seed=args.seed)
+            metrics = run_scenario(sc, seed=args.seed, jobs=cap_jobs("experiments.run", args.jobs, args.jobs))
         finally:
             engine.PROGRESS = None
             progress.close()

@@ -195,9 +195,10 @@ class Starter:
         return lambda: self.start(clock())["total"]
 
 
-def run(sc: ColdStartScenario, seed: int = 0, series: dict | None = None, records: bool = False) -> dict:
+def run(sc: ColdStartScenario, seed: int = 0, series: dict | None = None, records: bool = False, jobs: int = 1) -> dict:
     """Simulate ``coldstart.starts`` container starts; return the container-start metrics of interfaces.md. With
-    ``records``, ``metrics["records"]`` is a DataFrame of one row per start: its time, its phases and total."""
+    ``records``, ``metrics["records"]`` is a DataFrame of one row per start: its time, its phases and total. ``jobs`` is
+    not used (a run of one part)."""
     wall0 = time.perf_counter()
     cp = sc.coldstart
     streams = Streams(seed)

@@ -18,9 +18,12 @@ if TYPE_CHECKING:
 
 
 class RunFunction(Protocol):
-    def __call__(self, sc: Any, seed: int = 0, series: dict | None = None, records: bool = False) -> dict:
+    def __call__(
+        self, sc: Any, seed: int = 0, series: dict | None = None, records: bool = False, jobs: int = 1
+    ) -> dict:
         """Simulate one scenario; return its metrics (with ``records`` also ``metrics["records"]``: a DataFrame of
-        per-call, per-sandbox or per-start records)."""
+        per-call, per-sandbox or per-start records). ``jobs``: processes for the run's independent parts, if it has
+        any (the numbers do not depend on it)."""
         ...
 
 

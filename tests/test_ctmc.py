@@ -65,7 +65,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy import stats
 
-from models.inputs import loadtest
+from models.inputs import loadtest, parts
 from tests.conftest import scenario
 from tests.test_theory import erlang_c_wait
 
@@ -211,7 +211,7 @@ def test_chain_without_scaledown_is_erlang_c(lam, c):
 @pytest.mark.parametrize("setting", SETTINGS, ids=[s.name for s in SETTINGS])
 def test_autoscaler_matches_modals_chain(setting: Setting, monkeypatch: pytest.MonkeyPatch):
     # a sample of the monitor every 2 s rather than its default 1,000 per run: a tighter time average of containers
-    monkeypatch.setattr(loadtest, "MONITOR_SAMPLES", int(setting.duration_s / 2.0))
+    monkeypatch.setattr(parts, "MONITOR_SAMPLES", int(setting.duration_s / 2.0))
     eq = setting.chain().equilibrium()
     assert eq["truncated"] < 1e-12  # the queue's cap changes nothing
     assert eq["busy"] == pytest.approx(setting.lam * setting.work_s, rel=1e-9)  # flow balance: E[b] = λ/μ

@@ -5,13 +5,20 @@ parts add up to what their records say, they end together, and they agree with t
 
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
 import pytest
 from scipy import stats
 
+from experiments import run as run_cmd
 from models.inputs import loadtest
+from models.inputs.approaches import APPROACHES
 from models.inputs.approaches.base import Approach
+from models.inputs.parts import Part
 from models.inputs.records import Window, summarize
+from sim.scenario import ScenarioError
 from tests.conftest import columns, scenario
 
 COPIES = {
@@ -29,7 +36,7 @@ def test_the_parts_add_up_to_their_records_and_end_together():
     tree = {**COPIES, "function": {**COPIES["function"], "copies": 6, "containers": 1}}
     series: dict = {}
     sc = scenario(tree)
-    assert loadtest.APPROACHES["copies"].parts(sc) == 6
+    assert APPROACHES["copies"].parts(sc) == 6
     m = loadtest.run(sc, seed=1, series=series, records=True)
     a = columns(m["records"])
     assert sorted(set(a["client"])) == [0, 1, 2, 3] and len(a["client"]) > 800
@@ -75,3 +82,42 @@ def test_a_part_is_the_same_whatever_the_other_parts():
         for k in ("issued", "started", "finished", "work"):
             np.testing.assert_array_equal(a[k][a["client"] == client], b[k][b["client"] == client], err_msg=k)
     assert not np.array_equal(a["work"][a["client"] == 0], b["work"][b["client"] == 0][: (a["client"] == 0).sum()])
+
+
+def test_parts_on_two_processes_give_the_same_numbers_and_records():
+    tree = {**COPIES, "function": {**COPIES["function"], "copies": 5}}
+    sc = scenario(tree)
+    one, two = {}, {}
+    a = loadtest.run(sc, seed=2, series=one, records=True, jobs=1)
+    b = loadtest.run(sc, seed=2, series=two, records=True, jobs=2)
+    assert a.pop("records").equals(b.pop("records"))
+    del a["wall_s"], b["wall_s"]
+    assert a == b and one == two
+
+
+@pytest.mark.parametrize(
+    ("failure", "error", "says"),
+    [
+        (lambda: (_ for _ in ()).throw(ScenarioError("bad part")), ScenarioError, "bad part"),
+        (lambda: (_ for _ in ()).throw(ZeroDivisionError("oops")), RuntimeError, "ZeroDivisionError: oops"),
+        (lambda: os._exit(3), RuntimeError, "died"),
+    ],
+)
+def test_a_worker_that_fails_or_dies_fails_the_run_with_its_reason(failure, error, says, monkeypatch):
+    # fork: the workers inherit the patch; the run's end is sent, then the parts fail as they run on
+    monkeypatch.setattr(Part, "extend", lambda self, end: failure())
+    with pytest.raises(error, match=says):
+        loadtest.run(scenario(COPIES), seed=0, jobs=2)
+
+
+def test_the_run_command_takes_jobs(capsys):
+    argv = ["loadtest-copies", "--set", "duration_s=5", "--set", "clients.in_flight=100", "--json"]
+    assert run_cmd.main([*argv, "--jobs", "1"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert run_cmd.main([*argv, "--jobs", "2"]) == 0
+    two = json.loads(capsys.readouterr().out)
+    del one["wall_s"], two["wall_s"]
+    assert one == two and one["calls_issued"] > 800
+    with pytest.raises(SystemExit) as e:
+        run_cmd.main([*argv, "--jobs", "0"])
+    assert e.value.code == 2

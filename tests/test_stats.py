@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.inputs import loadtest
+from models.inputs import loadtest, parts
 from models.inputs.records import CallLog, Window, summarize
 from sim.stats import LogHistogram, percentiles
 from tests.conftest import columns, preset
@@ -92,7 +92,7 @@ def test_a_long_run_keeps_rows_only_for_what_is_in_flight(monkeypatch):
             super().__init__(*args, **kwargs)
             logs.append(self)
 
-    monkeypatch.setattr(loadtest, "CallLog", Watched)
+    monkeypatch.setattr(parts, "CallLog", Watched)
     m = loadtest.run(preset("mmc"), seed=0)  # about 180,000 calls, a handful in flight at a time
     (log,) = logs
     assert m["inputs"] > 5 * CallLog.CHUNK

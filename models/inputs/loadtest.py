@@ -14,21 +14,17 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-import numpy as np
-
+from models.inputs import parts
 from models.inputs.approaches import APPROACHES
 from models.inputs.autoscaler import AutoscalerParams
 from models.inputs.clients import LOADS, ArrivalParams, ClientParams
 from models.inputs.demand import TraceParams
 from models.inputs.function import FunctionParams, LimitParams
-from models.inputs.monitor import Monitor
+from models.inputs.monitor import diagnosis
 from models.inputs.overhead import OverheadParams
-from models.inputs.records import ERROR_KINDS, CallLog, CallSummary, Window
-from sim import engine
+from models.inputs.records import ERROR_KINDS
 from sim.dists import Dist, Uniform
-from sim.engine import Sim
 from sim.model import Figure, Model, TimeSeries, records_frame
-from sim.rng import Streams
 from sim.scenario import Described, param, section, with_sections
 
 if TYPE_CHECKING:
@@ -73,110 +69,36 @@ class _Scenario(Described):
 
 Scenario = with_sections(_Scenario, {k: v for a in APPROACHES.values() for k, v in a.sections.items()}, "Scenario")
 
-MONITOR_DT = 0.5  # seconds between the monitor's samples (models/inputs/monitor.py) ...
-MONITOR_SAMPLES = 1000  # ... or longer, so that a long run takes at most this many
 
-
-class Part:
-    """One independent part of a run (``Approach.parts``: an app copy and the clients that call it, or the whole
-    run): its callers, the Functions they call and a monitor, on a clock of its own, with random streams of its own
-    (named ``part-I/...`` when there are several). Built, it has run until its calls are all back (or the drain
-    ended); ``extend`` runs it on to the run's end."""
-
-    def __init__(self, sc: Scenario, seed: int, index: int, parts: int, records: bool, series: bool) -> None:
-        self.sim = Sim()
-        streams = Streams(seed, prefix=f"part-{index}/" if parts > 1 else "")
-        self.log = CallLog(Window(sc.warmup_s, sc.duration_s), keep=records)
-        approach = APPROACHES[sc.approach]
-        self.targets: list = []
-        self.load = approach.load(self.sim, sc, self.log, streams, self.targets, index)
-        self.targets += approach.targets(self.sim, sc, streams, self.log, self.load.work_ended, index)
-        dt = max(MONITOR_DT, sc.duration_s / MONITOR_SAMPLES)
-        self.monitor = Monitor(self.sim, self.targets, dt, (sc.warmup_s, sc.duration_s), keep_series=series)
-        self.load.begin()
-        self.sim.run(until=sc.duration_s + sc.drain_s)  # or until its last call in flight is back
-        self.summary = None
-        if not self.load.outstanding and not records:  # every call is back: fold them now, keep one part's rows
-            self.summary = self.log.close_out()
-            self.log.release()
-
-    def extend(self, end: float) -> None:
-        """Run on to the run's ``end`` (its containers and monitor go on while others' calls are out)."""
-        if self.sim.now < end:
-            self.sim.run(until=end)
-        self.load.settle()
-
-    def close_out(self) -> CallSummary:
-        return self.summary or self.log.close_out()
-
-
-def run_end(sc: Scenario, loads: list) -> float:
-    """When the run ends: when its last call in flight is back after the duration (or at any time if the callers
-    issue no more: no reissue), else when the drain ends. Each part's load stopped its clock when its own calls were
-    all back (``drained_at``); a part with calls still out ran to the drain's end."""
-    until = sc.duration_s + sc.drain_s
-    if any(load.outstanding for load in loads):
-        return until
-    backs = [load.drained_at for load in loads if load.drained_at is not None]
-    if not backs:
-        return until
-    last = max(backs)
-    return last if last >= sc.duration_s or not loads[0].reissue else until
-
-
-def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool = False) -> dict:
+def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool = False, jobs: int = 1) -> dict:
     """Simulate one scenario; return its metrics (interfaces.md, "Function load tests").
 
     Pass a dict as ``series`` to receive time series sampled every monitor interval: t, running, pending, containers,
     started (cumulative) and accepted (cumulative: started + pending). With ``records``, ``metrics["records"]`` is a
     DataFrame of one row per input (models/inputs/records.py: issued, started, finished, work, items, kind, ...).
-
-    A run that falls into independent parts (app copies under closed-loop clients) simulates them one at a time, each
-    on its own clock, and adds up their results: the same model, with the memory and cache of one part at a time."""
+    A run of independent parts (app copies under closed-loop clients: models/inputs/parts.py) simulates them one
+    after the other, or on up to ``jobs`` processes; the numbers do not depend on ``jobs``."""
     wall0 = time.perf_counter()
-    n = APPROACHES[sc.approach].parts(sc)
-    parts = []
-    progress = engine.PROGRESS
-    try:
-        for i in range(n):
-            if progress is not None and n > 1:  # the bar goes over the parts, one after the other
-                engine.PROGRESS = lambda now, until, i=i: progress((i + now / until) * until / n, until)
-            parts.append(Part(sc, seed, i, n, records, series is not None))
-    finally:
-        engine.PROGRESS = progress
-    end = run_end(sc, [p.load for p in parts])
-    for p in parts:
-        p.extend(end)
-
-    first = parts[0]
-    summary, monitor, lost = first.close_out(), first.monitor, dict(first.load.lost)
-    rejections = dict(first.load.rejections)
-    for p in parts[1:]:
-        summary.absorb(p.close_out())
-        monitor.absorb(p.monitor)
-        for totals, more in ((lost, p.load.lost), (rejections, p.load.rejections)):
-            for kind, v in more.items():
-                totals[kind] = totals.get(kind, 0) + v
-    metrics = summary.metrics()
-    metrics["rejections_by_kind"] = dict(sorted(rejections.items()))
+    out, end = parts.simulate(sc, seed, records, series is not None, jobs)
+    metrics = out.summary.metrics()
+    metrics["rejections_by_kind"] = dict(sorted(out.rejections.items()))
     # a run that ends before its duration (all calls back, none reissued) is diagnosed over what it ran
-    metrics.update(monitor.diagnosis(lost, first.load.capacity(min(end, sc.duration_s) - sc.warmup_s)))
+    span = min(end, sc.duration_s) - sc.warmup_s
+    metrics.update(diagnosis(out.waited, out.lost, out.capacity_per_s * span))
     if series is not None:
-        series.update(monitor.series)
+        series.update(out.series)
         series["accepted"] = [s + p for s, p in zip(series["started"], series["pending"], strict=True)]
-    pools = [t.pool for p in parts for t in p.targets]
     metrics.update(
         ideal_calls_per_s=sc.ideal_calls_per_s(),
-        containers_peak=sum(p.peak for p in pools),
-        cold_starts=sum(p.cold_starts for p in pools),
-        container_seconds=sum(p.container_seconds() for p in pools),
+        containers_peak=out.peak,
+        cold_starts=out.cold_starts,
+        container_seconds=out.container_seconds,
         sim_time_s=end,
-        events=sum(p.sim.events for p in parts),
+        events=out.events,
     )
     metrics["wall_s"] = time.perf_counter() - wall0
     if records:
-        tables = [p.log.arrays() for p in parts]
-        metrics["records"] = records_frame({c: np.concatenate([t[c] for t in tables]) for c in tables[0]}, "input")
+        metrics["records"] = records_frame(out.records, "input")
     return metrics
 
 

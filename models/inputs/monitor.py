@@ -80,24 +80,17 @@ class Monitor:
             ):
                 self.series[k].append(v)
 
-    def absorb(self, other: Monitor) -> None:
-        """Add another part's samples (the same dt, over the same span) to this monitor's: the run's totals."""
-        for w, v in other.waited.items():
-            self.waited[w] += v
-        if self.series is not None and other.series is not None:
-            for k, values in self.series.items():
-                if k != "t":
-                    values[:] = [a + b for a, b in zip(values, other.series[k], strict=True)]
 
-    def diagnosis(self, lost: dict[str, float], capacity: float) -> dict:
-        """The binding limit and the shares it was chosen from; ``lost`` is the callers' call-seconds lost to
-        rejections by kind, ``capacity`` the call-seconds the load would hold in flight over the window."""
-        shares = {w: self.waited[w] / capacity if capacity else 0.0 for w in WAIT_LIMITS}
-        for kind, limit in REJECTION_LIMITS.items():
-            shares[limit] = lost.get(kind, 0.0) / capacity if capacity else 0.0
-        limit, share = max(shares.items(), key=lambda kv: kv[1])
-        return {
-            "binding_limit": limit if share >= THRESHOLD else "none",
-            "binding_share": share,
-            **{f"limit_share_{k}": v for k, v in sorted(shares.items())},
-        }
+def diagnosis(waited: dict[str, float], lost: dict[str, float], capacity: float) -> dict:
+    """The binding limit and the shares it was chosen from: ``waited`` is the monitors' input-seconds pending by
+    reason, ``lost`` the callers' input-seconds lost to rejections by kind, ``capacity`` the input-seconds the load
+    would hold in flight over the window."""
+    shares = {w: waited[w] / capacity if capacity else 0.0 for w in WAIT_LIMITS}
+    for kind, limit in REJECTION_LIMITS.items():
+        shares[limit] = lost.get(kind, 0.0) / capacity if capacity else 0.0
+    limit, share = max(shares.items(), key=lambda kv: kv[1])
+    return {
+        "binding_limit": limit if share >= THRESHOLD else "none",
+        "binding_share": share,
+        **{f"limit_share_{k}": v for k, v in sorted(shares.items())},
+    }

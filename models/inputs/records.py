@@ -261,13 +261,14 @@ class CallSummary:
         back = np.where(done, finished, np.inf)
         overlap = np.maximum(np.minimum(back, w.end) - np.maximum(issued, w.start), 0.0)
         n["overlap"] += float(overlap.sum())
-        n["overlap_calls"] += float(np.dot(overlap, items))
+        # sums of products, not np.dot: BLAS picks its kernel (and rounding) by CPU and starts threads that spin
+        n["overlap_calls"] += float((overlap * items).sum())
         returned = issued_in_window & done
         in_system = finished[returned] - issued[returned]
         n["returned"] += len(in_system)
         n["returned_calls"] += int(items[returned].sum())
         n["in_system_sum"] += float(in_system.sum())
-        n["in_system_calls_sum"] += float(np.dot(in_system, items[returned]))
+        n["in_system_calls_sum"] += float((in_system * items[returned]).sum())
         n["issued_inputs"] += int(issued_in_window.sum())
         n["issued_calls"] += int(items[issued_in_window].sum())
 

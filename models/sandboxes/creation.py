@@ -190,10 +190,10 @@ class Creation:
         self.cp.finished(sandbox)
 
 
-def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None, records: bool = False) -> dict:
+def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None, records: bool = False, jobs: int = 1) -> dict:
     """Simulate one burst of sandbox creations; return its metrics. With ``records``, ``metrics["records"]`` is a
-    DataFrame of one row per sandbox: requested (first create attempt), placed (the create call returned) and
-    running (able to run user code), NaN where it did not happen."""
+    DataFrame of one row per sandbox: requested (first create attempt), placed (the create call returned) and running
+    (able to run user code), NaN where it did not happen. ``jobs`` is not used (a run of one part)."""
     wall0 = time.perf_counter()
     sim = Sim()
     streams = Streams(seed)

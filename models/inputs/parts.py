@@ -1,0 +1,254 @@
+"""A load test in independent parts (issue 14), one at a time or on several processes.
+
+App copies under closed-loop clients fall into independent parts (``Approach.parts``): client i calls copy
+i mod copies and nothing else is shared, so each copy with its clients is a run of its own. A ``Part`` is that run:
+its callers, the Functions they call and a monitor, on a clock of its own, with random streams of its own
+(``part-I/...``; a run of one part keeps the plain names, so its numbers are those of a run without parts). Parts
+are simulated one after the other (the memory and cache of one part at a time: cost linear in calls), or spread
+over ``jobs`` worker processes, and their ``Outcome``s are added up in part order, so the numbers are the same
+whatever ``jobs`` is.
+
+The run ends when its last call in flight is back after the duration (``run_end``), which no part knows alone: each
+part runs until its own calls are all back (a closed loop then issues no more), the parts' ends give the run's, and
+every part runs on to it (its containers and monitor go on while other parts' calls are out). Hence two phases, and
+a worker process keeps its parts between them.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from models.inputs.approaches import APPROACHES
+from models.inputs.monitor import Monitor
+from models.inputs.records import CallLog, CallSummary, Window
+from sim import engine
+from sim.engine import Sim
+from sim.rng import Streams
+from sim.scenario import ScenarioError
+
+if TYPE_CHECKING:
+    from models.inputs.loadtest import Scenario
+
+MONITOR_DT = 0.5  # seconds between the monitor's samples (models/inputs/monitor.py) ...
+MONITOR_SAMPLES = 1000  # ... or longer, so that a long run takes at most this many
+
+
+@dataclass
+class Outcome:
+    """What one part left, or several added up: everything the run's metrics come from (and nothing that cannot be
+    sent between processes)."""
+
+    summary: CallSummary
+    waited: dict[str, float]  # input-seconds pending, by reason (the monitor's)
+    series: dict[str, list[float]] | None
+    lost: dict[str, float]  # input-seconds lost to rejections, by kind
+    rejections: dict[str, int]
+    capacity_per_s: float  # input-seconds per second the load holds in flight with nothing in its way (the run's)
+    peak: int  # the sum of the pools' peaks
+    cold_starts: int
+    container_seconds: float
+    events: int
+    records: dict[str, np.ndarray] | None
+
+    def absorb(self, other: Outcome) -> None:
+        """Add the outcome of the next part."""
+        self.summary.absorb(other.summary)
+        for totals, more in ((self.waited, other.waited), (self.lost, other.lost), (self.rejections, other.rejections)):
+            for k, v in more.items():
+                totals[k] = totals.get(k, 0) + v
+        if self.series is not None and other.series is not None:
+            for k, values in self.series.items():
+                if k != "t":
+                    values[:] = [a + b for a, b in zip(values, other.series[k], strict=True)]
+        self.peak += other.peak
+        self.cold_starts += other.cold_starts
+        self.container_seconds += other.container_seconds
+        self.events += other.events
+        if self.records is not None and other.records is not None:
+            self.records = {c: np.concatenate([v, other.records[c]]) for c, v in self.records.items()}
+
+
+class Part:
+    """One independent part of a run. Built, it has run until its calls are all back (or the drain ended);
+    ``extend`` runs it on to the run's end."""
+
+    def __init__(self, sc: Scenario, seed: int, index: int, parts: int, records: bool, series: bool) -> None:
+        self.sim = Sim()
+        streams = Streams(seed, prefix=f"part-{index}/" if parts > 1 else "")
+        self.records = records
+        self.log = CallLog(Window(sc.warmup_s, sc.duration_s), keep=records)
+        approach = APPROACHES[sc.approach]
+        self.targets: list = []
+        self.load = approach.load(self.sim, sc, self.log, streams, self.targets, index)
+        self.targets += approach.targets(self.sim, sc, streams, self.log, self.load.work_ended, index)
+        dt = max(MONITOR_DT, sc.duration_s / MONITOR_SAMPLES)
+        self.monitor = Monitor(self.sim, self.targets, dt, (sc.warmup_s, sc.duration_s), keep_series=series)
+        self.load.begin()
+        self.sim.run(until=sc.duration_s + sc.drain_s)  # or until its last call in flight is back
+        self.summary = None
+        if not self.load.outstanding and not records:  # every call is back: fold them now, keep one part's rows
+            self.summary = self.log.close_out()
+            self.log.release()
+
+    def extend(self, end: float) -> None:
+        """Run on to the run's ``end``."""
+        if self.sim.now < end:
+            self.sim.run(until=end)
+        self.load.settle()
+
+    def outcome(self) -> Outcome:
+        pools = [t.pool for t in self.targets]
+        return Outcome(
+            summary=self.summary or self.log.close_out(),
+            waited=dict(self.monitor.waited),
+            series=self.monitor.series,
+            lost=dict(self.load.lost),
+            rejections=dict(self.load.rejections),
+            capacity_per_s=self.load.capacity(1.0),
+            peak=sum(p.peak for p in pools),
+            cold_starts=sum(p.cold_starts for p in pools),
+            container_seconds=sum(p.container_seconds() for p in pools),
+            events=self.sim.events,
+            records=self.log.arrays() if self.records else None,
+        )
+
+
+# (outstanding, drained_at, reissue) of each part after its first phase: what the run's end is decided from
+Ends = list[tuple[int, float | None, bool]]
+
+
+def run_end(sc: Scenario, ends: Ends) -> float:
+    """When the run ends: when its last call in flight is back after the duration (or at any time if the callers
+    issue no more: no reissue), else when the drain ends. A part stopped its clock when its own calls were all back
+    (``drained_at``); a part with calls still out ran to the drain's end."""
+    until = sc.duration_s + sc.drain_s
+    if any(out for out, _, _ in ends):
+        return until
+    backs = [at for _, at, _ in ends if at is not None]
+    if not backs:
+        return until
+    last = max(backs)
+    return last if last >= sc.duration_s or not ends[0][2] else until
+
+
+def _phases(
+    sc: Scenario, seed: int, indices: range, parts: int, records: bool, series: bool, built: Callable[[int], None]
+) -> Generator[Ends | list[Outcome], float, None]:
+    """The parts ``indices``: yields their ends after the first phase, is sent the run's end, yields their
+    outcomes. ``built(i)`` is told as part i finishes its first phase."""
+    done = []
+    for i in indices:
+        done.append(Part(sc, seed, i, parts, records, series))
+        built(i)
+    end = yield [(p.load.outstanding, p.load.drained_at, p.load.reissue) for p in done]
+    for p in done:
+        p.extend(end)
+    yield [p.outcome() for p in done]
+
+
+def simulate(sc: Scenario, seed: int, records: bool, series: bool, jobs: int = 1) -> tuple[Outcome, float]:
+    """The run's outcome, its parts added up, and its end."""
+    n = APPROACHES[sc.approach].parts(sc)
+    progress = engine.PROGRESS
+    until = sc.duration_s + sc.drain_s
+
+    def built(i: int) -> None:
+        if progress is not None and n > 1:
+            progress((i + 1) / n * until, until)
+
+    if jobs > 1 and n > 1:
+        ends, finish = _on_processes(sc, seed, n, records, series, jobs, built)
+    else:
+        phases = _phases(sc, seed, range(n), n, records, series, built)
+        try:
+            if progress is not None and n > 1:  # the bar goes over the parts (built), not within one
+                engine.PROGRESS = None
+            ends = next(phases)
+        finally:
+            engine.PROGRESS = progress
+        finish = phases.send
+    end = run_end(sc, ends)
+    outcomes = finish(end)
+    total = outcomes[0]
+    for more in outcomes[1:]:
+        total.absorb(more)
+    return total, end
+
+
+def _on_processes(
+    sc: Scenario, seed: int, n: int, records: bool, series: bool, jobs: int, built: Callable[[int], None]
+) -> tuple[Ends, Callable[[float], list[Outcome]]]:
+    """The parts spread over ``jobs`` worker processes (forked), a contiguous block each: their ends, and a function
+    that sends the run's end and returns every part's outcome, in part order."""
+    jobs = min(jobs, n)
+    blocks = [range(n * j // jobs, n * (j + 1) // jobs) for j in range(jobs)]
+    ctx = multiprocessing.get_context("fork")
+    workers = []
+    for block in blocks:
+        here, there = ctx.Pipe()
+        proc = ctx.Process(target=_worker, args=(there, sc, seed, block, n, records, series), daemon=True)
+        proc.start()
+        there.close()
+        workers.append((proc, here))
+    try:
+        ends: dict[int, Ends] = {}
+        while len(ends) < len(workers):
+            for conn in wait([c for j, (_, c) in enumerate(workers) if j not in ends]):
+                j = next(j for j, (_, c) in enumerate(workers) if c is conn)
+                msg = _receive(conn)
+                if msg[0] == "built":
+                    built(msg[1])
+                else:
+                    ends[j] = msg[1]
+    except BaseException:
+        _stop(workers)
+        raise
+
+    def finish(end: float) -> list[Outcome]:
+        try:
+            for _, conn in workers:
+                conn.send(end)
+            outcomes = [o for _, conn in workers for o in _receive(conn)[1]]
+        finally:
+            _stop(workers)
+        return outcomes
+
+    return [e for j in range(len(workers)) for e in ends[j]], finish
+
+
+def _receive(conn: Connection) -> tuple:
+    try:
+        msg = conn.recv()
+    except EOFError:
+        raise RuntimeError("a worker process of the run's parts died") from None
+    if msg[0] == "error":
+        _, kind, text, bad_input = msg
+        raise (ScenarioError(text) if bad_input else RuntimeError(f"{kind}: {text}"))
+    return msg
+
+
+def _stop(workers: list) -> None:
+    for proc, conn in workers:
+        conn.close()
+        if proc.is_alive():
+            proc.terminate()
+        proc.join()
+
+
+def _worker(conn: Connection, sc: Scenario, seed: int, block: range, n: int, records: bool, series: bool) -> None:
+    """A worker process: the parts of ``block``, in two phases, over the pipe ``conn``."""
+    engine.PROGRESS = None
+    try:
+        phases = _phases(sc, seed, block, n, records, series, lambda i: conn.send(("built", i)))
+        conn.send(("ends", next(phases)))
+        conn.send(("outcomes", phases.send(conn.recv())))
+    except BaseException as e:
+        conn.send(("error", type(e).__name__, str(e), isinstance(e, ScenarioError)))
+    finally:
+        conn.close()
