@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from distributed import Client
 
-from experiments import sweep
+from experiments import executors, sweep
 
 TINY = [
     "loadtest-spawn",
@@ -159,7 +159,7 @@ def test_dask_local_gives_the_rows_of_one_job(reference, tmp_path):
 @pytest.mark.parametrize(
     "executor, says",
     [
-        ("threads", "expected process, serial, dask-local or dask://HOST:PORT"),
+        ("threads", "expected process, serial, dask-local, dask://HOST:PORT or modal"),
         ("dask://nohost", "expected dask://HOST:PORT"),
         ("dask://127.0.0.1:70000", "expected dask://HOST:PORT"),
     ],
@@ -181,7 +181,7 @@ def test_an_unreachable_address_exits_2_with_one_line_within_seconds(tmp_path):
     assert run.returncode == 2
     assert f"cannot reach a Dask scheduler at tcp://127.0.0.1:{port}" in run.stderr, run.stderr
     assert run.stderr.count("\n") == 1, run.stderr
-    assert time.monotonic() - t0 < sweep.CONNECT_TIMEOUT_S + 15
+    assert time.monotonic() - t0 < executors.CONNECT_TIMEOUT_S + 15
 
 
 def test_an_address_that_is_not_a_dask_scheduler_exits_2(tmp_path):
