@@ -152,7 +152,7 @@ MODEL = Model(
         + sc.clients.count * sc.clients.in_flight
     ),
     unit="calls",
-    budget=10e6,  # about a minute and 2 GiB on the bench machine (about 190 bytes a call)
+    budget=10e6,  # app copies: 46 s and 0.5 GiB on the bench machine (23 s with --jobs 2); README, "Speed"
     bottleneck="binding_limit",
     figures=(
         Figure(
