@@ -85,6 +85,8 @@ class CallLog:
             self._fold()
 
     def _fold(self) -> None:
+        if not self._closed:
+            return
         rows, self._closed = self._closed, []
         at = np.array(rows, dtype=np.int64)
         take = dict.get if self.keep else dict.pop

@@ -33,16 +33,28 @@ class Approach:
 
     def parts(self, sc: Scenario) -> int:
         """How many independent parts the run falls into: app copies under closed-loop clients (client i calls copy
-        i mod copies, nothing else is shared) are one part each, a copy with its clients; otherwise 1."""
+        i mod copies, nothing else is shared) are one part each, a copy with its clients, and the copies no client
+        calls (more copies than clients) one more part together; otherwise 1."""
         copies = sc.function.copies or sc.clients.count
-        return copies if sc.load == "clients" and copies > 1 else 1
+        if sc.load != "clients" or copies == 1:
+            return 1
+        return min(copies, sc.clients.count) + (copies > sc.clients.count)
+
+    def _copies(self, sc: Scenario, part: int) -> range:
+        """The app copies of part ``part``."""
+        copies = sc.function.copies or sc.clients.count
+        if self.parts(sc) == 1:
+            return range(copies)
+        return range(part, part + 1) if part < sc.clients.count else range(sc.clients.count, copies)
 
     def load(
         self, sim: Sim, sc: Scenario, log: CallLog, streams: Streams, targets: list[Target], part: int = 0
     ) -> Load:
         """The callers of part ``part``: the scenario's ``load`` (closed-loop clients or open-loop arrivals)."""
-        parts = self.parts(sc)
-        clients = range(part, sc.clients.count, parts) if parts > 1 else None
+        clients = None
+        if self.parts(sc) > 1:
+            copies = sc.function.copies or sc.clients.count
+            clients = range(part, sc.clients.count, copies) if part < sc.clients.count else range(0)
         return LOADS[sc.load](sim, sc, log, streams, targets, self.style, self.http, clients)
 
     def targets(
@@ -64,7 +76,7 @@ class Approach:
                 done,
                 dispatch,
             )
-            for i in (range(part, part + 1) if self.parts(sc) > 1 else range(copies))
+            for i in self._copies(sc, part)
         ]
 
     def ideal_calls_per_s(self, sc: Scenario) -> float:
