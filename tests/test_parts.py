@@ -14,8 +14,9 @@ from scipy import stats
 
 from experiments import run as run_cmd
 from models.inputs import loadtest
-from models.inputs.approaches import APPROACHES
+from models.inputs.approaches import APPROACHES, base
 from models.inputs.approaches.base import Approach
+from models.inputs.function import Function
 from models.inputs.parts import Part
 from models.inputs.records import Window, summarize
 from sim.scenario import ScenarioError
@@ -29,6 +30,12 @@ COPIES = {
     "clients": {"count": 4, "in_flight": 60},
     "overhead": {"submit": "constant(0.118)", "result": "constant(0.118)"},
 }
+
+
+@pytest.fixture(autouse=True)
+def a_part_per_copy(monkeypatch):
+    """These scenarios are small: each copy is a part of its own here (PART_CALLS groups copies of few calls)."""
+    monkeypatch.setattr(base, "PART_CALLS", 1)
 
 
 def test_the_parts_add_up_to_their_records_and_end_together():
@@ -121,3 +128,28 @@ def test_the_run_command_takes_jobs(capsys):
     with pytest.raises(SystemExit) as e:
         run_cmd.main([*argv, "--jobs", "0"])
     assert e.value.code == 2
+
+
+def test_copies_with_few_calls_share_a_part_and_each_call_reaches_its_own_copy(monkeypatch):
+    # 7 copies, 9 clients of 150 calls (1,350 in flight): parts of at least 1,000 calls in flight hold 5 copies (the
+    # last 2); client i calls copy i mod 7 wherever its part is
+    monkeypatch.setattr(base, "PART_CALLS", 1000)
+    tree = {**COPIES, "function": {**COPIES["function"], "copies": 7}, "clients": {"count": 9, "in_flight": 150}}
+    sc = scenario(tree)
+    assert APPROACHES["copies"].parts(sc) == 2
+    assert [APPROACHES["copies"].copies_of(sc, p) for p in (0, 1)] == [range(0, 5), range(5, 7)]
+    seen: set[tuple[str, int]] = set()
+    init, submit = Function.__init__, Function.submit
+
+    def named(self, sim, name, fp, limits, ap, streams, log, *rest):
+        init(self, sim, name, fp, limits, ap, streams, log, *rest)
+        self.copy, self.client_of = name, log.client
+
+    def watched(self, call, style=0):
+        seen.add((self.copy, self.client_of[call]))
+        return submit(self, call, style)
+
+    monkeypatch.setattr(Function, "__init__", named)
+    monkeypatch.setattr(Function, "submit", watched)
+    loadtest.run(sc, seed=0)
+    assert seen == {(f"function-copy-{i % 7}", i) for i in range(9)}

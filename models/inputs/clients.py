@@ -19,7 +19,7 @@ overhead.py; 0 by default: at once, no event); the client learns of a rejection 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -92,7 +92,7 @@ class Load:
         targets: list[Target],
         style: int,
         http: bool,
-        clients: range | None = None,
+        clients: Sequence[int] | None = None,
     ) -> None:
         self.sim = sim
         self.env = sim.env
@@ -105,6 +105,7 @@ class Load:
         self.work = sc.work.sampler(streams.get("work"))
         self._jitter = streams.get("backoff")
         self.clients = range(sc.clients.count) if clients is None else clients  # the clients this load drives
+        self._copies, self._first = 1, 0  # client i calls targets[i mod copies − first] (``route``)
         self.outstanding = 0  # inputs issued and not yet back: the run ends when none are, after the duration
         self.drained_at: float | None = None  # when the load stopped the clock: nothing in flight, nothing to come
         self.rejections: dict[str, int] = {}  # every rejected attempt, retried or not, by kind
@@ -120,6 +121,11 @@ class Load:
         self.work_ended: Callable[[int], None] = (
             self.done if http else leg(sim, sc.overhead, "result", streams, self.done) or self.done
         )
+
+    def route(self, copies: int, first: int = 0) -> None:
+        """Client i calls app copy i mod ``copies``, which is ``targets[i mod copies − first]`` (a part holds the
+        copies from ``first`` on)."""
+        self._copies, self._first = copies, first
 
     def begin(self) -> None:
         """Issue the calls in flight at the start."""
@@ -152,7 +158,7 @@ class Load:
         if self._submit is not None:
             self._submit(call)
             return
-        kind = self.targets[client % len(self.targets)].submit(call, self.style)
+        kind = self.targets[client % self._copies - self._first].submit(call, self.style)
         if kind is not None:
             if self._pooled:
                 self._release(client)
@@ -160,7 +166,7 @@ class Load:
 
     def _reach(self, call: int) -> None:
         """The call reaches its target after ``overhead.submit`` (the Function path: no connection pool)."""
-        kind = self.targets[self.log.client[call] % len(self.targets)].submit(call, self.style)
+        kind = self.targets[self.log.client[call] % self._copies - self._first].submit(call, self.style)
         if kind is not None:
             self._rejected(call, kind)
 

@@ -1,8 +1,8 @@
 """A load test in independent parts (issue 14), one at a time or on several processes.
 
 App copies under closed-loop clients fall into independent parts (``Approach.parts``): client i calls copy
-i mod copies and nothing else is shared, so each copy with its clients is a run of its own (the copies no client
-calls are one more part, together). A ``Part`` is that run:
+i mod copies and nothing else is shared, so each copy with its clients is a run of its own (copies with fewer than
+``PART_CALLS`` calls in flight are grouped up to it, and the copies no client calls are one more part). A ``Part`` is that run:
 its callers, the Functions they call and a monitor, on a clock of its own, with random streams of its own
 (``part-I/...``; a run of one part keeps the plain names, so its numbers are those of a run without parts). Parts
 are simulated one after the other (the memory and cache of one part at a time: cost linear in calls), or spread
@@ -88,6 +88,10 @@ class Part:
         self.targets: list = []
         self.load = approach.load(self.sim, sc, self.log, streams, self.targets, index)
         self.targets += approach.targets(self.sim, sc, streams, self.log, self.load.work_ended, index)
+        if parts > 1:  # client i calls copy i mod copies, held here from the part's first copy on
+            self.load.route(sc.function.copies or sc.clients.count, approach.copies_of(sc, index).start)
+        else:
+            self.load.route(len(self.targets))
         dt = max(MONITOR_DT, sc.duration_s / MONITOR_SAMPLES)
         self.monitor = Monitor(self.sim, self.targets, dt, (sc.warmup_s, sc.duration_s), keep_series=series)
         self.load.begin()

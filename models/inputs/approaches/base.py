@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from models.inputs.loadtest import Scenario
 
 
+PART_CALLS = 1000  # the fewest calls in flight a part of app copies holds, when its copies have fewer (parts.py)
+
+
 class Approach:
     name: ClassVar[str]
     style: ClassVar[int] = SYNC  # how calls are made: .remote (SYNC) or .spawn (ASYNC)
@@ -33,28 +36,38 @@ class Approach:
 
     def parts(self, sc: Scenario) -> int:
         """How many independent parts the run falls into: app copies under closed-loop clients (client i calls copy
-        i mod copies, nothing else is shared) are one part each, a copy with its clients, and the copies no client
-        calls (more copies than clients) one more part together; otherwise 1."""
-        copies = sc.function.copies or sc.clients.count
+        i mod copies, nothing else is shared) are parts of ``PART_CALLS`` calls in flight or more (one copy each if
+        it has that many), the copies no client calls one more part; anything else, 1."""
+        copies, busy, per_part = self._layout(sc)
         if sc.load != "clients" or copies == 1:
             return 1
-        return min(copies, sc.clients.count) + (copies > sc.clients.count)
+        return -(-busy // per_part) + (copies > busy)
 
-    def _copies(self, sc: Scenario, part: int) -> range:
-        """The app copies of part ``part``."""
+    @staticmethod
+    def _layout(sc: Scenario) -> tuple[int, int, int]:
+        """(copies, copies with clients, copies per part)."""
         copies = sc.function.copies or sc.clients.count
+        busy = min(copies, sc.clients.count)
+        return copies, busy, max(1, PART_CALLS * busy // (sc.clients.count * sc.clients.in_flight))
+
+    def copies_of(self, sc: Scenario, part: int) -> range:
+        """The app copies of part ``part`` (all of them in a run of one part)."""
+        copies, busy, per_part = self._layout(sc)
         if self.parts(sc) == 1:
             return range(copies)
-        return range(part, part + 1) if part < sc.clients.count else range(sc.clients.count, copies)
+        return (
+            range(part * per_part, min(busy, (part + 1) * per_part)) if part * per_part < busy else range(busy, copies)
+        )
 
     def load(
         self, sim: Sim, sc: Scenario, log: CallLog, streams: Streams, targets: list[Target], part: int = 0
     ) -> Load:
         """The callers of part ``part``: the scenario's ``load`` (closed-loop clients or open-loop arrivals)."""
         clients = None
-        if self.parts(sc) > 1:
-            copies = sc.function.copies or sc.clients.count
-            clients = range(part, sc.clients.count, copies) if part < sc.clients.count else range(0)
+        if self.parts(sc) > 1:  # the clients that call the part's copies
+            copies, own = sc.function.copies or sc.clients.count, self.copies_of(sc, part)
+            n = sc.clients.count
+            clients = [b + c for b in range(0, n, copies) for c in own if b + c < n]
         return LOADS[sc.load](sim, sc, log, streams, targets, self.style, self.http, clients)
 
     def targets(
@@ -76,7 +89,7 @@ class Approach:
                 done,
                 dispatch,
             )
-            for i in self._copies(sc, part)
+            for i in self.copies_of(sc, part)
         ]
 
     def ideal_calls_per_s(self, sc: Scenario) -> float:
