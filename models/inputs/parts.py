@@ -2,8 +2,8 @@
 
 App copies under closed-loop clients fall into independent parts (``Approach.parts``): client i calls copy
 i mod copies and nothing else is shared, so each copy with its clients is a run of its own (copies with fewer than
-``PART_CALLS`` calls in flight are grouped up to it, and the copies no client calls are one more part). A ``Part`` is that run:
-its callers, the Functions they call and a monitor, on a clock of its own, with random streams of its own
+``PART_CALLS`` calls in flight are grouped up to it, and the copies no client calls are one more part). A ``Part`` is
+that run: its callers, the Functions they call and a monitor, on a clock of its own, with random streams of its own
 (``part-I/...``; a run of one part keeps the plain names, so its numbers are those of a run without parts). Parts
 are simulated one after the other (the memory and cache of one part at a time: cost linear in calls), or spread
 over ``jobs`` worker processes, and their ``Outcome``s are added up in part order, so the numbers are the same
