@@ -19,6 +19,7 @@ from models.inputs.approaches.base import Approach
 from models.inputs.function import Function
 from models.inputs.parts import Part
 from models.inputs.records import Window, summarize
+from sim import engine
 from sim.scenario import ScenarioError
 from tests.conftest import columns, scenario
 
@@ -153,3 +154,14 @@ def test_copies_with_few_calls_share_a_part_and_each_call_reaches_its_own_copy(m
     monkeypatch.setattr(Function, "submit", watched)
     loadtest.run(sc, seed=0)
     assert seen == {(f"function-copy-{i % 7}", i) for i in range(9)}
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_long_runs_progress_goes_over_its_parts(jobs, monkeypatch):
+    seen: list[tuple[float, float]] = []
+    monkeypatch.setattr(engine, "PROGRESS", lambda now, until: seen.append((now, until)))
+    sc = scenario(COPIES)
+    loadtest.run(sc, seed=0, jobs=jobs)
+    until = sc.duration_s + sc.drain_s
+    assert sorted(now for now, _ in seen) == [until * k / 4 for k in (1, 2, 3, 4)]
+    assert {u for _, u in seen} == {until} and engine.PROGRESS is not None
