@@ -29,7 +29,7 @@ from models.inputs.demand import Shape, parse_shape
 from models.inputs.overhead import leg
 from models.inputs.records import CallLog
 from sim.dists import Constant, Dist, Exponential
-from sim.engine import Sim
+from sim.engine import DelayLine, Sim
 from sim.rng import Streams
 from sim.scenario import param
 
@@ -263,6 +263,7 @@ class ClosedLoop(Load):
         super().__init__(sim, sc, *args)
         self.reissue = sc.clients.reissue
         op = sc.overhead
+        self._trips: DelayLine | None = None  # the round trips under way (None: each leg its own event)
         if self.reissue and self._submit is not None and self._turnable(op.submit) and self._turnable(op.result):
             self._r, self._s = op.result.x, op.submit.x
             self._trips = sim.line(self._r + self._s, shared=False)
@@ -294,9 +295,8 @@ class ClosedLoop(Load):
 
     def settle(self) -> None:
         """Trips under way at the end: the call came back and the next was made (it is in flight)."""
-        trips = getattr(self, "_trips", None)
-        while trips is not None and trips.items:
-            self._reissue(trips.items.popleft()[3])
+        while self._trips is not None and self._trips.items:
+            self._reissue(self._trips.items.popleft()[3])
 
     def start(self) -> None:
         for client in self.clients:
@@ -307,7 +307,7 @@ class ClosedLoop(Load):
 
     def _maybe_drained(self) -> None:
         """Nothing in flight: a closed loop issues a call only when one comes back, so nothing will be, whatever the
-        time (the run itself goes on to the duration's end: models/inputs/loadtest.py)."""
+        time (the run itself goes on to its end: models/inputs/parts.py ``run_end``)."""
         self._stop()
 
     def loss_of_failure(self, call: int) -> float:
