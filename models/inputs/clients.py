@@ -1,9 +1,10 @@
-"""The callers of a load test: closed-loop clients and open-loop Poisson arrivals (domain.md §1, the reference load
-test), a family looked up by the scenario's ``load`` key (``LOADS``).
+"""The callers of a load test (domain.md §1, the reference load test): what every kind shares (``Load``) and the
+closed loop (``clients``), one of the family the scenario's ``load`` key names (``LOADS``: models/inputs/approaches/
+base.py; open-loop arrivals and trace replay: models/inputs/arrivals.py).
 
 Closed loop (``clients``): ``count`` clients each keep ``in_flight`` calls outstanding; a call that returns before the
-test's duration is followed at once by the next. Open loop (``arrivals``): Poisson arrivals at ``rate`` per second.
-An approach may bring its own callers (batching's rounds of chunks: models/inputs/approaches/batching.py).
+test's duration is followed at once by the next. An approach may bring its own callers (batching's rounds of chunks:
+models/inputs/approaches/batching.py).
 
 A rejected call is handled by the client's retry policy (modal 1.6.4 client source, domain.md §1):
 - ``none``: a single ``.remote``/``.spawn`` raises; the load test's task for that call ends (as an unhandled
@@ -23,12 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-import numpy as np
-
-from models.inputs.demand import Shape, parse_shape
 from models.inputs.overhead import leg
 from models.inputs.records import CallLog
-from sim.dists import Constant, Dist, Exponential
+from sim.dists import Constant, Dist
 from sim.engine import DelayLine, Sim
 from sim.rng import Streams
 from sim.scenario import param
@@ -52,28 +50,6 @@ class ClientParams:
     connection_limit: int = param(
         1000, ge=0, source="assumption: aiohttp connector limit raised to the calls in flight; 0 = no limit"
     )
-
-
-@dataclass(frozen=True)
-class ArrivalParams:
-    rate: float = param(1.0, gt=0, doc="Poisson arrivals per second (× the shape)")
-    shape: str = param(
-        "steady", doc="the rate over time: steady, steps, sine, daily or bursts (models/inputs/demand.py)"
-    )
-
-    def __post_init__(self) -> None:
-        try:
-            parse_shape(self.shape)
-        except ValueError as e:
-            raise ValueError(f"shape: {e}") from None
-
-    @property
-    def profile(self) -> Shape:
-        return parse_shape(self.shape)
-
-    def mean_rate(self, duration: float) -> float:
-        """Arrivals per second over [0, duration)."""
-        return self.rate * self.profile.mean(duration)
 
 
 class Target(Protocol):
@@ -321,110 +297,3 @@ class ClosedLoop(Load):
             log = self.log
             self.outstanding += 1
             self._send(log.new(log.client[call], now, self.work()))
-
-
-class OpenLoop(Load):
-    """Poisson arrivals at ``rate`` × the shape per second until the duration ends (models/inputs/demand.py: a
-    varying rate by thinning candidates drawn at the shape's peak)."""
-
-    def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
-        super().__init__(sim, sc, *args)
-        profile = sc.arrivals.profile
-        self.rate = sc.arrivals.mean_rate(sc.duration_s)
-        self._gap = Exponential(1.0 / (sc.arrivals.rate * profile.peak())).sampler(self.streams.get("arrivals"))
-        if profile.kind != "steady":  # thinning: keep a candidate at t with probability factor(t) / peak
-            self._gap = thinned(self._gap, profile, self.streams.get("arrivals/thinning"), self.env)
-        self.mean_work = sc.work.mean
-
-    def capacity(self, span: float) -> float:
-        return self.rate * self.mean_work * span
-
-    def loss_of_failure(self, call: int) -> float:
-        return self.log.work[call]  # an open loop loses the call, not a slot
-
-    def start(self) -> None:
-        self._new = self.log.new
-        self._single = len(self.targets) == 1
-        self._arrive_cb = self._arrive
-        self._call_at = self.sim.call_at
-        self.sim.call_in(self._gap(), self._arrive)
-
-    def _offer(self, now: float) -> None:
-        """A new call, to the targets in turn (app copies share an open loop's arrivals round robin)."""
-        if self._single:
-            client = 0
-        else:
-            client = self._arrivals % len(self.targets)
-            self._arrivals += 1
-        call = self._new(client, now, self.work())
-        self.outstanding += 1
-        if self._submit is not None:
-            self._submit(call)
-        else:
-            kind = self.targets[client].submit(call, self.style)
-            if kind is not None:
-                self._rejected(call, kind)
-
-    _arrivals = 0  # calls issued so far (several targets)
-    _single = False  # one target: every call goes to it
-
-    def _arrive(self, _arg: None) -> None:
-        now = self.env._now
-        self._offer(now)
-        nxt = now + self._gap()
-        if nxt < self.duration:
-            self._call_at(nxt, self._arrive_cb)
-
-
-def thinned(gap: Callable[[], float], profile: Shape, rng, env) -> Callable[[], float]:
-    """The gap to the next kept candidate of a Poisson stream at the peak rate (Lewis–Shedler thinning)."""
-    peak = profile.peak()
-
-    def next_gap() -> float:
-        t = env._now
-        g = 0.0
-        while True:
-            g += gap()
-            if rng.random() * peak < profile.factor(t + g):
-                return g
-
-    return next_gap
-
-
-class TraceReplay(OpenLoop):
-    """A per-minute invocation-count trace replayed (models/inputs/demand.py): each minute's calls at random offsets
-    within it, or all at its start."""
-
-    def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
-        Load.__init__(self, sim, sc, *args)
-        self.tp = sc.trace
-        self.counts = sc.trace.counts()
-        self.rate = sc.trace.mean_rate(sc.duration_s)
-        self.mean_work = sc.work.mean
-        self._offsets = self.streams.get("arrivals")
-
-    def start(self) -> None:
-        self._new = self.log.new
-        self._single = len(self.targets) == 1
-        self._minute(0)
-
-    def _minute(self, m: int) -> None:
-        """Schedule minute ``m``'s calls, then the next minute's scheduling at its start."""
-        start = 60.0 * m
-        if m >= len(self.counts) or start >= self.duration:
-            return
-        n = int(self.counts[m])
-        at_start = self.tp.spread == "start"
-        times = np.full(n, start) if at_start else np.sort(start + 60.0 * self._offsets.random(n))
-        for t in times[times < self.duration]:
-            self.sim.call_at(float(t), self._call, None)
-        self.sim.call_at(start + 60.0, self._next_minute, m + 1)
-
-    def _next_minute(self, m: int) -> None:
-        self._minute(m)
-
-    def _call(self, _arg: None) -> None:
-        self._offer(self.env._now)
-
-
-LOADS: dict[str, type[Load]] = {"clients": ClosedLoop, "arrivals": OpenLoop, "trace": TraceReplay}  # ``load`` key

@@ -2,10 +2,11 @@
 reference load test").
 
 The approach (``approach``: models/inputs/approaches/) says how calls are made and what they reach: ``remote``,
-``spawn``, ``copies``, ``batching`` or ``server``. The load (``load``: models/inputs/clients.py) is closed-loop clients
-or open-loop Poisson arrivals. Each Function (models/inputs/function.py) accepts and starts inputs on containers that
-its autoscaler (models/inputs/autoscaler.py) adds and removes; a monitor (models/inputs/monitor.py) samples what
-limits the run. On the Function path each call may pay per-call overhead (``overhead``: models/inputs/overhead.py).
+``spawn``, ``copies``, ``batching`` or ``server``. The load (``load``) is closed-loop clients (models/inputs/clients.py)
+or open-loop arrivals (models/inputs/arrivals.py). Each Function (models/inputs/function.py) accepts and starts
+inputs on containers that its autoscaler (models/inputs/autoscaler.py) adds and removes; a monitor
+(models/inputs/monitor.py) samples what limits the run. On the Function path each call may pay per-call overhead
+(``overhead``: models/inputs/overhead.py). A run of independent parts (app copies) runs as such: models/inputs/parts.py.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from typing import TYPE_CHECKING, Literal
 
 from models.inputs import parts
 from models.inputs.approaches import APPROACHES
+from models.inputs.approaches.base import LOADS
+from models.inputs.arrivals import ArrivalParams
 from models.inputs.autoscaler import AutoscalerParams
-from models.inputs.clients import LOADS, ArrivalParams, ClientParams
+from models.inputs.clients import ClientParams
 from models.inputs.demand import TraceParams
 from models.inputs.function import FunctionParams, LimitParams
 from models.inputs.monitor import diagnosis

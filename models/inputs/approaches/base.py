@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
-from models.inputs.clients import LOADS, Load, Target
+from models.inputs.arrivals import OpenLoop, TraceReplay
+from models.inputs.clients import ClosedLoop, Load, Target
 from models.inputs.function import SYNC, Function
 from models.inputs.overhead import sampler
 from models.inputs.records import CallLog
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from models.inputs.loadtest import Scenario
 
 
+# the callers a scenario's ``load`` key names: closed-loop clients, open-loop arrivals, a replayed trace
+LOADS: dict[str, type[Load]] = {"clients": ClosedLoop, "arrivals": OpenLoop, "trace": TraceReplay}
 PART_CALLS = 1000  # the fewest calls in flight a part of app copies holds, when its copies have fewer (parts.py)
 
 

@@ -1,0 +1,150 @@
+"""Open-loop callers of a load test (the scenario's ``load`` key: ``arrivals`` and ``trace``; models/inputs/clients.py
+has what every caller shares).
+
+Open loop (``arrivals``): Poisson arrivals at ``rate`` per second × a demand shape over time (models/inputs/demand.py),
+drawn by thinning. Trace replay (``trace``): per-minute invocation counts replayed, each minute's calls at random
+offsets within it or all at its start. App copies share an open loop's arrivals round robin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from models.inputs.clients import Load
+from models.inputs.demand import Shape, parse_shape
+from sim.dists import Exponential
+from sim.engine import Sim
+from sim.scenario import param
+
+if TYPE_CHECKING:
+    from models.inputs.loadtest import Scenario
+
+
+@dataclass(frozen=True)
+class ArrivalParams:
+    rate: float = param(1.0, gt=0, doc="Poisson arrivals per second (× the shape)")
+    shape: str = param(
+        "steady", doc="the rate over time: steady, steps, sine, daily or bursts (models/inputs/demand.py)"
+    )
+
+    def __post_init__(self) -> None:
+        try:
+            parse_shape(self.shape)
+        except ValueError as e:
+            raise ValueError(f"shape: {e}") from None
+
+    @property
+    def profile(self) -> Shape:
+        return parse_shape(self.shape)
+
+    def mean_rate(self, duration: float) -> float:
+        """Arrivals per second over [0, duration)."""
+        return self.rate * self.profile.mean(duration)
+
+
+class OpenLoop(Load):
+    """Poisson arrivals at ``rate`` × the shape per second until the duration ends (models/inputs/demand.py: a
+    varying rate by thinning candidates drawn at the shape's peak)."""
+
+    def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
+        super().__init__(sim, sc, *args)
+        profile = sc.arrivals.profile
+        self.rate = sc.arrivals.mean_rate(sc.duration_s)
+        self._gap = Exponential(1.0 / (sc.arrivals.rate * profile.peak())).sampler(self.streams.get("arrivals"))
+        if profile.kind != "steady":  # thinning: keep a candidate at t with probability factor(t) / peak
+            self._gap = thinned(self._gap, profile, self.streams.get("arrivals/thinning"), self.env)
+        self.mean_work = sc.work.mean
+
+    def capacity(self, span: float) -> float:
+        return self.rate * self.mean_work * span
+
+    def loss_of_failure(self, call: int) -> float:
+        return self.log.work[call]  # an open loop loses the call, not a slot
+
+    def start(self) -> None:
+        self._new = self.log.new
+        self._single = len(self.targets) == 1
+        self._arrive_cb = self._arrive
+        self._call_at = self.sim.call_at
+        self.sim.call_in(self._gap(), self._arrive)
+
+    def _offer(self, now: float) -> None:
+        """A new call, to the targets in turn (app copies share an open loop's arrivals round robin)."""
+        if self._single:
+            client = 0
+        else:
+            client = self._arrivals % len(self.targets)
+            self._arrivals += 1
+        call = self._new(client, now, self.work())
+        self.outstanding += 1
+        if self._submit is not None:
+            self._submit(call)
+        else:
+            kind = self.targets[client].submit(call, self.style)
+            if kind is not None:
+                self._rejected(call, kind)
+
+    _arrivals = 0  # calls issued so far (several targets)
+    _single = False  # one target: every call goes to it
+
+    def _arrive(self, _arg: None) -> None:
+        now = self.env._now
+        self._offer(now)
+        nxt = now + self._gap()
+        if nxt < self.duration:
+            self._call_at(nxt, self._arrive_cb)
+
+
+def thinned(gap: Callable[[], float], profile: Shape, rng, env) -> Callable[[], float]:
+    """The gap to the next kept candidate of a Poisson stream at the peak rate (Lewis–Shedler thinning)."""
+    peak = profile.peak()
+
+    def next_gap() -> float:
+        t = env._now
+        g = 0.0
+        while True:
+            g += gap()
+            if rng.random() * peak < profile.factor(t + g):
+                return g
+
+    return next_gap
+
+
+class TraceReplay(OpenLoop):
+    """A per-minute invocation-count trace replayed (models/inputs/demand.py): each minute's calls at random offsets
+    within it, or all at its start."""
+
+    def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
+        Load.__init__(self, sim, sc, *args)
+        self.tp = sc.trace
+        self.counts = sc.trace.counts()
+        self.rate = sc.trace.mean_rate(sc.duration_s)
+        self.mean_work = sc.work.mean
+        self._offsets = self.streams.get("arrivals")
+
+    def start(self) -> None:
+        self._new = self.log.new
+        self._single = len(self.targets) == 1
+        self._minute(0)
+
+    def _minute(self, m: int) -> None:
+        """Schedule minute ``m``'s calls, then the next minute's scheduling at its start."""
+        start = 60.0 * m
+        if m >= len(self.counts) or start >= self.duration:
+            return
+        n = int(self.counts[m])
+        at_start = self.tp.spread == "start"
+        times = np.full(n, start) if at_start else np.sort(start + 60.0 * self._offsets.random(n))
+        for t in times[times < self.duration]:
+            self.sim.call_at(float(t), self._call, None)
+        self.sim.call_at(start + 60.0, self._next_minute, m + 1)
+
+    def _next_minute(self, m: int) -> None:
+        self._minute(m)
+
+    def _call(self, _arg: None) -> None:
+        self._offer(self.env._now)
