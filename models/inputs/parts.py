@@ -58,7 +58,7 @@ class Outcome:
     records: dict[str, np.ndarray] | None
 
     def absorb(self, other: Outcome) -> None:
-        """Add the outcome of the next part."""
+        """Add the outcome of the next part (its records aside: ``simulate`` joins them)."""
         self.summary.absorb(other.summary)
         for totals, more in ((self.waited, other.waited), (self.lost, other.lost), (self.rejections, other.rejections)):
             for k, v in more.items():
@@ -71,8 +71,6 @@ class Outcome:
         self.cold_starts += other.cold_starts
         self.container_seconds += other.container_seconds
         self.events += other.events
-        if self.records is not None and other.records is not None:
-            self.records = {c: np.concatenate([v, other.records[c]]) for c, v in self.records.items()}
 
 
 class Part:
@@ -183,6 +181,8 @@ def simulate(sc: Scenario, seed: int, records: bool, series: bool, jobs: int = 1
     total = outcomes[0]
     for more in outcomes[1:]:
         total.absorb(more)
+    if records:  # concatenated once, in part order (not part by part: that copies them again for every part)
+        total.records = {c: np.concatenate([o.records[c] for o in outcomes]) for c in total.records}
     return total, end
 
 
