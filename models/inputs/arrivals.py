@@ -54,7 +54,8 @@ class OpenLoop(Load):
         super().__init__(sim, sc, *args)
         profile = sc.arrivals.profile
         self.rate = sc.arrivals.mean_rate(sc.duration_s)
-        self._gap = Exponential(1.0 / (sc.arrivals.rate * profile.peak())).sampler(self.streams.get("arrivals"))
+        self.gaps = Exponential(1.0 / (sc.arrivals.rate * profile.peak()))  # between candidates, at the peak rate
+        self._gap = self.gaps.sampler(self.streams.get("arrivals"))
         if profile.kind != "steady":  # thinning: keep a candidate at t with probability factor(t) / peak
             self._gap = thinned(self._gap, profile, self.streams.get("arrivals/thinning"), self.env)
         self.mean_work = sc.work.mean
@@ -70,7 +71,9 @@ class OpenLoop(Load):
         self._single = len(self.targets) == 1
         self._arrive_cb = self._arrive
         self._call_at = self.sim.call_at
-        self.sim.call_in(self._gap(), self._arrive)
+        first = self._gap()
+        if first < self.duration:
+            self._call_at(first, self._arrive_cb)
 
     def _offer(self, now: float) -> None:
         """A new call, to the targets in turn (app copies share an open loop's arrivals round robin)."""
