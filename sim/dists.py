@@ -47,15 +47,19 @@ class Dist:
         value, _ = integrate.quad(lambda x: 1.0 - self.cdf(x) ** n, 0.0, np.inf, limit=200)
         return float(value)
 
-    def sampler(self, rng: np.random.Generator) -> Callable[[], float]:
-        """A callable returning one draw per call, drawn from ``rng`` in batches (same sequence as ``draw``).
-        It is the ``__next__`` of an endless iterator over the batches: a C call per draw."""
+    def draws(self, rng: np.random.Generator) -> Iterator[float]:
+        """An endless iterator of draws from ``rng``, drawn in batches (take many at once with ``itertools.islice``:
+        the same sequence as one at a time)."""
 
         def batches() -> Iterator[list[float]]:
             while True:
                 yield self.draw(rng, _BATCH).tolist()
 
-        return itertools.chain.from_iterable(batches()).__next__
+        return itertools.chain.from_iterable(batches())
+
+    def sampler(self, rng: np.random.Generator) -> Callable[[], float]:
+        """A callable returning one draw per call (``draws``' ``__next__``: a C call per draw)."""
+        return self.draws(rng).__next__
 
 
 @dataclass(frozen=True)

@@ -318,13 +318,8 @@ class Function:
         """(running, pending, containers, why pending inputs wait): what models/inputs/monitor.py samples."""
         pending = len(self.pending)
         why = None
-        if pending:
-            if any(c.running < self._max for c in self.pool.ready):
-                why = "start_rate"
-            elif self.pool.p.max_containers and self.pool.size >= self.pool.p.max_containers:
-                why = "max_containers"
-            else:
-                why = "autoscaler"
+        if pending:  # a container with room: the start limit holds them back; else the pool is full
+            why = "start_rate" if any(c.running < self._max for c in self.pool.ready) else full_pool_wait(self.pool)
         return sum(self.n_running), pending, self.pool.size, why
 
     # --- autoscaling -----------------------------------------------------------------------------------------
@@ -353,3 +348,9 @@ class Function:
         c.listed = True
         self._spare.append(c)
         self._start_pending()
+
+
+def full_pool_wait(pool: ContainerPool) -> str:
+    """Why pending inputs wait when every container is full: the pool is at ``max_containers``, or the autoscaler
+    has more on the way or not yet asked for."""
+    return "max_containers" if pool.p.max_containers and pool.size >= pool.p.max_containers else "autoscaler"

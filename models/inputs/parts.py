@@ -85,7 +85,7 @@ class Part:
         approach = APPROACHES[sc.approach]
         self.targets: list = []
         self.load = approach.load(self.sim, sc, self.log, streams, self.targets, index)
-        self.targets += approach.targets(self.sim, sc, streams, self.log, self.load.work_ended, index)
+        self.targets += approach.targets(self.sim, sc, streams, self.log, self.load, index)
         if parts > 1:  # client i calls copy i mod copies, held here from the part's first copy on
             self.load.route(sc.function.copies or sc.clients.count, approach.copies_of(sc, index).start)
         else:

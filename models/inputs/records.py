@@ -78,6 +78,30 @@ class CallLog:
         self.initial.append(self.starting)
         return call
 
+    def extend(self, issued: np.ndarray, work: np.ndarray, started: np.ndarray, finished: np.ndarray) -> None:
+        """Inputs of client 0 made and served in bulk, in order (models/inputs/fifo.py): those back (``finished``
+        not NaN) are folded into the summary at once; rows are kept for those still out (for all, if ``keep``)."""
+        back = ~np.isnan(finished)
+        n = int(back.sum())
+        if n:
+            columns = {"issued": issued, "started": started, "finished": finished, "work": work}
+            self.summary.add(
+                {
+                    **{c: v[back] for c, v in columns.items()},
+                    "ok": np.ones(n, dtype=bool),
+                    "kind": np.full(n, "", dtype=object),
+                    "items": np.ones(n, dtype=np.int64),
+                    "attempts": np.ones(n, dtype=np.int64),
+                    "initial": np.zeros(n, dtype=bool),
+                }
+            )
+        rows = slice(None) if self.keep else ~back
+        for column, values in (("issued", issued), ("work", work), ("started", started), ("finished", finished)):
+            getattr(self, column).frombytes(np.ascontiguousarray(values[rows], dtype=float).tobytes())
+        kept = len(issued) if self.keep else len(issued) - n
+        self.client.frombytes(bytes(8 * kept))
+        self.initial.extend(bytes(kept))
+
     def close(self, call: int) -> None:
         """The input is back for good (``finished`` is set): it is folded into the summary with the next chunk."""
         self._closed.append(call)

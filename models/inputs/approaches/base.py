@@ -8,9 +8,9 @@ and its line in ``APPROACHES`` (models/inputs/approaches/__init__.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
+from models.inputs import fifo
 from models.inputs.arrivals import OpenLoop, TraceReplay
 from models.inputs.clients import ClosedLoop, Load, Target
 from models.inputs.function import SYNC, Function
@@ -65,7 +65,10 @@ class Approach:
     def load(
         self, sim: Sim, sc: Scenario, log: CallLog, streams: Streams, targets: list[Target], part: int = 0
     ) -> Load:
-        """The callers of part ``part``: the scenario's ``load`` (closed-loop clients or open-loop arrivals)."""
+        """The callers of part ``part``: the scenario's ``load`` (closed-loop clients or open-loop arrivals; with
+        the Function they call, a FIFO queue served by recursion when it is one: models/inputs/fifo.py)."""
+        if fifo.served(sc, self.http):
+            return fifo.FifoQueue(sim, sc, log, streams, targets, self.style, self.http)
         clients = None
         if self.parts(sc) > 1:  # the clients that call the part's copies
             copies, own = sc.function.copies or sc.clients.count, self.copies_of(sc, part)
@@ -74,10 +77,13 @@ class Approach:
         return LOADS[sc.load](sim, sc, log, streams, targets, self.style, self.http, clients)
 
     def targets(
-        self, sim: Sim, sc: Scenario, streams: Streams, log: CallLog, done: Callable[[int], None], part: int = 0
+        self, sim: Sim, sc: Scenario, streams: Streams, log: CallLog, load: Load, part: int = 0
     ) -> list[Target]:
-        """What the callers of part ``part`` call: ``function.copies`` deployed copies of the Function (0: one per
-        client), or the part's own copy. ``done`` is told when a call's work ends (the callers' ``work_ended``)."""
+        """What the callers of part ``part`` (``load``) call: ``function.copies`` deployed copies of the Function (0:
+        one per client), or the part's own copy; told when a call's work ends, they tell ``load.work_ended``."""
+        if isinstance(load, fifo.FifoQueue):
+            return [load]  # the queue is its own Function
+        done = load.work_ended
         copies = sc.function.copies or sc.clients.count
         dispatch = sampler(sc.overhead, "dispatch", streams)  # shared by the copies (None: the leg is 0)
         return [

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from models.inputs.approaches.base import Approach
 from models.inputs.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
-from models.inputs.clients import Target
+from models.inputs.clients import Load, Target
 from models.inputs.records import CallLog
 from sim.engine import Sim
 from sim.rng import Streams
@@ -81,9 +81,9 @@ class Server(Approach):
         return 1  # every client calls the one proxy
 
     def targets(
-        self, sim: Sim, sc: Scenario, streams: Streams, log: CallLog, done: Callable[[int], None], part: int = 0
+        self, sim: Sim, sc: Scenario, streams: Streams, log: CallLog, load: Load, part: int = 0
     ) -> list[Target]:
-        return [Proxy(sim, "server", sc.server, sc.autoscaler, streams, log, done)]
+        return [Proxy(sim, "server", sc.server, sc.autoscaler, streams, log, load.work_ended)]
 
 
 class Proxy:
