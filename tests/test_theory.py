@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from models.inputs import loadtest
+from models.inputs import fifo, loadtest
 from models.inputs.records import Window, summarize
 from tests.conftest import columns, preset
 
@@ -28,8 +28,10 @@ def ci95(x: list[float]) -> tuple[float, float]:
     return float(x.mean()), float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
 
 
+@pytest.mark.parametrize("recursion", [True, False], ids=["recursion", "events"])  # models/inputs/fifo.py
 @pytest.mark.parametrize("lam, c", [(5.0, 10), (8.0, 10), (9.0, 10)])
-def test_mmc_mean_wait_matches_erlang_c(lam, c):
+def test_mmc_mean_wait_matches_erlang_c(lam, c, recursion, monkeypatch):
+    monkeypatch.setattr(fifo, "RECURSION", recursion)
     sc = preset("mmc", f"arrivals.rate={lam}", f"function.containers={c}", "duration_s=6000", "warmup_s=500")
     waits = [loadtest.run(sc, seed=s)["wait_mean_s"] for s in range(12)]
     mean, half = ci95(waits)
