@@ -9,6 +9,7 @@ import math
 import pytest
 
 from models.inputs import fifo, loadtest
+from sim import engine
 from tests.conftest import preset
 
 CASES = [
@@ -89,3 +90,11 @@ def test_anything_else_runs_on_events(change):
     assert not fifo.served(sc, http=False)
     assert fifo.served(preset("mmc", "function.max_inputs=2"), http=False)
     assert not fifo.served(preset("mmc"), http=True)
+
+
+def test_a_long_run_shows_its_progress_block_by_block(monkeypatch):
+    seen = []
+    monkeypatch.setattr(engine, "PROGRESS", lambda now, until: seen.append((now, until)))
+    m, _ = run(CASES[0], True, monkeypatch)
+    assert len(seen) == -(-m["inputs"] // fifo.BLOCK)  # one look up a block
+    assert [now for now, _ in seen] == sorted(now for now, _ in seen) and {u for _, u in seen} == {3300.0}

@@ -27,6 +27,7 @@ from models.inputs.arrivals import OpenLoop
 from models.inputs.autoscaler import ContainerPool
 from models.inputs.function import full_pool_wait
 from models.inputs.overhead import is_zero
+from sim import engine
 from sim.dists import Constant
 from sim.engine import Sim
 
@@ -107,6 +108,8 @@ class FifoQueue(OpenLoop):
         self._served += n
         self._blocks.append((reach, start, end))
         self._last_back = max(self._last_back, float(back.max()))
+        if engine.PROGRESS is not None:  # a block is thousands of inputs: worth a look up (sim/engine.py)
+            engine.PROGRESS(self.env._now, self._until)
         self._next_block()
 
     def _drained(self, _arg: None) -> None:
