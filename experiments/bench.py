@@ -10,7 +10,7 @@
   the same workload (same arrival rate, service distribution, servers and horizon, numbers drawn in batches as the
   model does) in the same process, at c = 10 (λ = 9/s) and c = 100 (λ = 90/s). The figure is the ratio of customers
   per wall second, model ÷ loop: 1.0 means as fast as a hand-rolled event loop. Also the same run on the Function's
-  events (``fifo.RECURSION = False``), as any scenario that is not such a queue runs.
+  events (``shortcuts = "all,-fifo"``), as any scenario that is not such a queue runs.
 - loadtest scale (issue 14): the reference load test grown with app copies (one copy per client, 1,000 calls in
   flight each, 60 s), at 1,000 clients (about 10 million calls) in a fresh process (wall, peak memory), its
   independent parts on one process and on two (``--jobs 2``: models/inputs/parts.py), and the exponent of
@@ -32,7 +32,7 @@ from collections import deque
 import numpy as np
 
 from experiments.cli import ArgParser, load_scenario
-from models.inputs import fifo, loadtest
+from models.inputs import loadtest
 
 LOADTESTS = ["loadtest-remote", "loadtest-spawn", "loadtest-copies", "loadtest-batching", "loadtest-server"]
 
@@ -126,11 +126,8 @@ def mmc_ratio(servers: int, rate: float, horizon: float, repeat: int) -> dict:
     ]
     sc = load_scenario("mmc", sets, [])
     model_wall, m = best_of(repeat, lambda: loadtest.run(sc, seed=0))
-    try:
-        fifo.RECURSION = False
-        events_wall, _ = best_of(repeat, lambda: loadtest.run(sc, seed=0))
-    finally:
-        fifo.RECURSION = True
+    on_events = load_scenario("mmc", [*sets, "shortcuts=all,-fifo"], [])
+    events_wall, _ = best_of(repeat, lambda: loadtest.run(on_events, seed=0))
     loop_wall, (served, _) = best_of(repeat, lambda: heapq_mmc(rate, servers, sc.work.mean, horizon, 0))
     model_rate, loop_rate = m["calls_issued"] / model_wall, served / loop_wall
     return {
@@ -159,17 +156,12 @@ SIMFAAS = [  # SimFaaS's README example, scaled per request (issue 14)
 
 
 def simfaas(repeat: int, quick: bool) -> dict:
-    from models.inputs import autoscaler
 
     sets = [*SIMFAAS, "duration_s=20000"] if quick else SIMFAAS
-    sc = load_scenario("mmc", sets, [])
     out = {}
     for skip in (True, False):
-        autoscaler.SKIP_IDLE_DECISIONS = skip
-        try:
-            wall, m = best_of(repeat if skip else 1, lambda: loadtest.run(sc, seed=0))
-        finally:
-            autoscaler.SKIP_IDLE_DECISIONS = True
+        sc = load_scenario("mmc", [*sets, "shortcuts=all" if skip else "shortcuts=all,-idle_decisions"], [])
+        wall, m = best_of(repeat if skip else 1, lambda sc=sc: loadtest.run(sc, seed=0))
         out["skipping" if skip else "every_grid_point"] = {
             "wall_s": round(wall, 3),
             "events": m["events"],

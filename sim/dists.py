@@ -47,19 +47,23 @@ class Dist:
         value, _ = integrate.quad(lambda x: 1.0 - self.cdf(x) ** n, 0.0, np.inf, limit=200)
         return float(value)
 
-    def draws(self, rng: np.random.Generator) -> Iterator[float]:
-        """An endless iterator of draws from ``rng``, drawn in batches (take many at once with ``itertools.islice``:
-        the same sequence as one at a time)."""
+    def draws(self, rng: np.random.Generator, first: int = _BATCH) -> Iterator[float]:
+        """An endless iterator of draws from ``rng``, drawn in batches of ``first``, doubling up to 4,096 (a stream
+        of few draws holds little). Every ``draw`` fills its array in order, one value after the other, so the
+        sequence is the same whatever the batches (tests/test_dists.py): take many at once with
+        ``itertools.islice``."""
 
         def batches() -> Iterator[list[float]]:
+            n = first
             while True:
-                yield self.draw(rng, _BATCH).tolist()
+                yield self.draw(rng, n).tolist()
+                n = min(2 * n, _BATCH)
 
         return itertools.chain.from_iterable(batches())
 
-    def sampler(self, rng: np.random.Generator) -> Callable[[], float]:
+    def sampler(self, rng: np.random.Generator, first: int = _BATCH) -> Callable[[], float]:
         """A callable returning one draw per call (``draws``' ``__next__``: a C call per draw)."""
-        return self.draws(rng).__next__
+        return self.draws(rng, first).__next__
 
 
 @dataclass(frozen=True)
@@ -153,7 +157,10 @@ class Empirical(Dist):
     values: tuple[float, ...]
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return rng.choice(np.asarray(self.values), n)
+        # an index from a uniform draw, not rng.choice: bounded integers are drawn from buffered halves of 64-bit
+        # words, so their sequence would depend on the batch sizes
+        values = np.asarray(self.values)
+        return values[np.minimum((rng.random(n) * len(values)).astype(np.int64), len(values) - 1)]
 
     mean = property(lambda self: float(np.mean(self.values)))
     var = property(lambda self: float(np.var(self.values)))

@@ -24,7 +24,7 @@ clear message if a SimPy release changes them (tests/test_engine.py).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from heapq import heappop, heappush
 from itertools import count
 from typing import Any
@@ -57,6 +57,8 @@ class Sim:
         self._queue = self.env._queue  # SimPy's event heap: (time, priority, id, event)
         self._eid = self.env._eid  # its insertion counter (ties in time and priority go in order)
         self.events = 0  # entries processed by run(): callbacks and SimPy events
+        # the shortcuts the run's models may take (sim/shortcuts.py; a run sets it from its scenario)
+        self.shortcuts: Collection[str] = EVERY_SHORTCUT
         self._lines: list[DelayLine] = []
         # the calendar: callback entries due at or after ``_horizon`` wait in buckets of BUCKET_S seconds
         self._horizon = 0.0
@@ -237,6 +239,16 @@ def _step(event: simpy.events.Event) -> None:
 
 
 _EVENT = object()  # marks a SimPy event entry in run()'s loop
+
+
+class _Every(frozenset):
+    """Every shortcut (the default of a clock built outside a model's run)."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+EVERY_SHORTCUT = _Every()
 
 # A run whose clock does not move over this many events (2^25, about a minute of wall time) has stopped making
 # progress: a time step below the clock's resolution, or a loop of zero delays. More than any legitimate burst at one

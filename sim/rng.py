@@ -9,8 +9,11 @@ in one parameter still share their work and arrival draws (common random numbers
 from __future__ import annotations
 
 import zlib
+from typing import Any
 
 import numpy as np
+
+from sim.dists import Dist
 
 
 class Streams:
@@ -32,3 +35,20 @@ class Streams:
             gen = np.random.Generator(np.random.PCG64(np.random.SeedSequence(self.seed, spawn_key=(key,))))
             self._streams[name] = gen
         return gen
+
+
+class PerClient(dict):
+    """Client i's own stream ``NAME/client-i`` (a sampler of ``dist`` if given, else the generator), made on first
+    use. Streams are named after the model's entities (a client, a Function copy), never after a batching or
+    partitioning choice, so client i draws the same numbers whatever the number of clients, copies or parts (common
+    random numbers along every sweep axis; tests/test_shortcuts.py)."""
+
+    def __init__(self, streams: Streams, name: str, dist: Dist | None = None) -> None:
+        super().__init__()
+        self._streams, self._name, self._dist = streams, name, dist
+
+    def __missing__(self, client: int) -> Any:
+        rng = self._streams.get(f"{self._name}/client-{client}")
+        made = rng if self._dist is None else self._dist.sampler(rng, first=16)
+        self[client] = made
+        return made

@@ -51,6 +51,11 @@ class Described:
     name: str = param("", doc="the preset's name")
     description: str = param("")
     source: str = param("", doc="where the scenario's figures come from")
+    shortcuts: str = param(
+        "all",
+        doc="the shortcuts a run may take where the scenario matches their shapes (sim/shortcuts.py): all, none, "
+        "names separated by commas, or all,-NAME",
+    )
 
 
 def with_sections(base: type, sections: dict[str, type], name: str) -> type:

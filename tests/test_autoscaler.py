@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.bench import SIMFAAS
-from models.inputs import autoscaler, loadtest
+from models.inputs import loadtest
 from tests.conftest import preset
 
 # SimFaaS's README example (experiments/bench.py), shorter: scaling per request on a 0.05 s grid (issue 14)
@@ -36,24 +36,25 @@ CASES = [
 ]
 
 
-def run(name: str, sets: list[str], skip: bool, monkeypatch, seed: int = 1) -> dict:
-    monkeypatch.setattr(autoscaler, "SKIP_IDLE_DECISIONS", skip)
-    m = loadtest.run(preset(name, *sets), seed=seed)
+def run(name: str, sets: list[str], skip: bool, seed: int = 1) -> dict:
+    m = loadtest.run(preset(name, *sets, "shortcuts=all" if skip else "shortcuts=all,-idle_decisions"), seed=seed)
     m.pop("wall_s")
+    assert skip or "idle_decisions" not in m.pop("shortcuts_used")
+    m.pop("shortcuts_used", None)
     return m
 
 
 @pytest.mark.parametrize("name, sets", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
-def test_skipping_idle_decisions_changes_no_result(name, sets, monkeypatch):
-    skipped, every = run(name, sets, True, monkeypatch), run(name, sets, False, monkeypatch)
+def test_skipping_idle_decisions_changes_no_result(name, sets):
+    skipped, every = run(name, sets, True), run(name, sets, False)
     events = skipped.pop("events"), every.pop("events")
     assert skipped == every
     assert events[0] <= events[1]
 
 
-def test_a_per_request_grid_costs_events_in_proportion_to_the_work(monkeypatch):
+def test_a_per_request_grid_costs_events_in_proportion_to_the_work():
     sets = [*PER_REQUEST, "duration_s=20000"]
-    skipped, every = run("mmc", sets, True, monkeypatch), run("mmc", sets, False, monkeypatch)
+    skipped, every = run("mmc", sets, True), run("mmc", sets, False)
     # about 18,000 calls: two call events each, and a decision only when one can act (every grid point: 400,000)
     assert every["events"] > 400_000 and skipped["events"] < 4 * skipped["inputs"]
     # SimFaaS's figures for this workload: a cold-start probability of about 0.0014, 1.80 inputs running

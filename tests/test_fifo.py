@@ -35,12 +35,11 @@ CASES = [
 
 
 def run(sets: list[str], recursion: bool, monkeypatch, seed: int = 2) -> tuple[dict, dict]:
-    monkeypatch.setattr(fifo, "RECURSION", recursion)
-    sc = preset("mmc", *sets)
-    assert fifo.served(sc, http=False) is recursion
+    sc = preset("mmc", *sets, "shortcuts=all" if recursion else "shortcuts=all,-fifo")
     series: dict = {}
     m = loadtest.run(sc, seed=seed, series=series, records=True)
     m.pop("wall_s")
+    assert ("fifo" in m.pop("shortcuts_used")) is recursion
     return m, series
 
 
@@ -87,9 +86,9 @@ def test_a_run_of_the_recursion_costs_events_per_block_not_per_call(monkeypatch)
 )
 def test_anything_else_runs_on_events(change):
     sc = preset("mmc", "function.max_inputs=2", change)
-    assert not fifo.served(sc, http=False)
-    assert fifo.served(preset("mmc", "function.max_inputs=2"), http=False)
-    assert not fifo.served(preset("mmc"), http=True)
+    assert not loadtest.SHORTCUTS["fifo"].matches(sc)
+    assert loadtest.SHORTCUTS["fifo"].matches(preset("mmc", "function.max_inputs=2"))
+    assert not loadtest.SHORTCUTS["fifo"].matches(preset("mmc", "approach=server"))
 
 
 def test_a_long_run_shows_its_progress_block_by_block(monkeypatch):

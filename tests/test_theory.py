@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from models.inputs import fifo, loadtest
+from models.inputs import loadtest
 from models.inputs.records import Window, summarize
 from tests.conftest import columns, preset
 
@@ -31,8 +31,8 @@ def ci95(x: list[float]) -> tuple[float, float]:
 @pytest.mark.parametrize("recursion", [True, False], ids=["recursion", "events"])  # models/inputs/fifo.py
 @pytest.mark.parametrize("lam, c", [(5.0, 10), (8.0, 10), (9.0, 10)])
 def test_mmc_mean_wait_matches_erlang_c(lam, c, recursion, monkeypatch):
-    monkeypatch.setattr(fifo, "RECURSION", recursion)
-    sc = preset("mmc", f"arrivals.rate={lam}", f"function.containers={c}", "duration_s=6000", "warmup_s=500")
+    on = "shortcuts=all" if recursion else "shortcuts=all,-fifo"
+    sc = preset("mmc", f"arrivals.rate={lam}", f"function.containers={c}", "duration_s=6000", "warmup_s=500", on)
     waits = [loadtest.run(sc, seed=s)["wait_mean_s"] for s in range(12)]
     mean, half = ci95(waits)
     theory = erlang_c_wait(lam, 1.0, c)

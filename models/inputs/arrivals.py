@@ -54,6 +54,7 @@ class OpenLoop(Load):
         super().__init__(sim, sc, *args)
         profile = sc.arrivals.profile
         self.rate = sc.arrivals.mean_rate(sc.duration_s)
+        self.work = sc.work.sampler(self.streams.get("work"))  # the arrivals' work: one stream, as the arrivals
         self.gaps = Exponential(1.0 / (sc.arrivals.rate * profile.peak()))  # between candidates, at the peak rate
         self._gap = self.gaps.sampler(self.streams.get("arrivals"))
         if profile.kind != "steady":  # thinning: keep a candidate at t with probability factor(t) / peak
@@ -123,6 +124,7 @@ class TraceReplay(OpenLoop):
 
     def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
         Load.__init__(self, sim, sc, *args)
+        self.work = sc.work.sampler(self.streams.get("work"))
         self.tp = sc.trace
         self.counts = sc.trace.counts()
         self.rate = sc.trace.mean_rate(sc.duration_s)

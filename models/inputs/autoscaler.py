@@ -22,11 +22,14 @@ anything is not simulated: after a decision the pool sleeps until the first grid
 costs events in proportion to its work, not to simulated time ÷ interval. A decision can act only if the wanted
 containers differ from those the pool has: more (it launches: woken by the owner's ``poke`` when its load changes),
 or fewer with a container idle for the scaledown window (woken at the grid point when the earliest can be: no
-earlier than the least idle_since seen at the last decision, or that decision's time, plus the window). An owner
+earlier than the least idle_since seen at the last decision, or that decision's time, plus the window; with none
+idle, woken when one goes idle: ``went_idle``). An owner
 whose wanted count moves with time alone (a Function with inputs pending under a start limit that sizes the pool;
 the HTTP server's sliding window of peaks) is decided at every grid point, as before. The grid points are the same
 floating-point sums as before (``DecisionGrid``), and a skipped decision would have drawn nothing and changed
-nothing, so results are identical (tests/test_autoscaler.py compares runs with ``SKIP_IDLE_DECISIONS`` off).
+nothing, so results are identical: the ``idle_decisions`` shortcut (models/inputs/shortcuts.py), proven by the
+differential tests (tests/test_shortcuts.py) against runs with ``shortcuts = "all,-idle_decisions"``. A container
+that becomes ready with nothing to run wakes a sleeping pool too (it may retire without any change of load).
 """
 
 from __future__ import annotations
@@ -147,7 +150,7 @@ class ContainerPool:
             self._cold_start = params.cold_start.sampler(streams.get(f"cold_start/{name}"))
         # The autoscaler's loop runs on its own clock: the first decision falls at a random point of an interval.
         self._phase = float(streams.get(f"autoscaler/{name}").uniform(0.0, params.interval_s))
-        self._steady = steady if SKIP_IDLE_DECISIONS and demand else None
+        self._steady = steady if "idle_decisions" in sim.shortcuts and demand else None
         self._demand = demand
         # while asleep, the owner's loads for which no decision could act: outside, it pokes (inf: it never does)
         self.quiet_lo, self.quiet_hi = -math.inf, math.inf
@@ -207,6 +210,16 @@ class ContainerPool:
         self.ready.append(c)
         self.peak = max(self.peak, self.size)
         self.on_ready(c)
+        if self.asleep and c.running == 0:
+            self.went_idle()
+
+    def went_idle(self) -> None:
+        """A container of a sleeping pool has just become idle (its last input finished, or it is ready with nothing
+        to run): if fewer containers are wanted it may retire once idle for the window, although the owner's load
+        may not have moved (issue 22: a pool asleep at the same load with no container idle slept past such a
+        retirement)."""
+        if self._clamped() < self.size:
+            self.poke()
 
     def decide(self) -> None:
         """One scaling decision."""
@@ -254,8 +267,8 @@ class ContainerPool:
         self.quiet_hi = _last(n, lambda k: self._clamp(wanted_at(k)) <= size, up=True)
         if want == size:
             self.quiet_lo = _last(n, lambda k: self._clamp(wanted_at(k)) >= size, up=False)
-        elif self._due == math.inf:  # fewer wanted, none idle yet: the next finish may free one, so it pokes
-            self.quiet_lo = n
+        elif self._due == math.inf:  # fewer wanted, none idle yet: a container that goes idle pokes (went_idle)
+            self.quiet_lo = -math.inf
         else:  # fewer wanted, a retirement already scheduled at the earliest it can be
             self.quiet_lo = -math.inf
 
@@ -308,9 +321,6 @@ class ContainerPool:
             want += p.buffer_containers
         want = max(want, p.min_containers)
         return min(want, p.max_containers) if p.max_containers else want
-
-
-SKIP_IDLE_DECISIONS = True  # False: every grid point is an event, as before (tests/test_autoscaler.py compares)
 
 
 def _last(n: int, ok: Callable[[int], bool], up: bool) -> float:

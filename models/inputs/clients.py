@@ -28,7 +28,7 @@ from models.inputs.overhead import leg
 from models.inputs.records import CallLog
 from sim.dists import Constant, Dist
 from sim.engine import DelayLine, Sim
-from sim.rng import Streams
+from sim.rng import PerClient, Streams
 from sim.scenario import param
 
 if TYPE_CHECKING:
@@ -78,8 +78,8 @@ class Load:
         self.style = style
         self.duration = sc.duration_s
         self.streams = streams
-        self.work = sc.work.sampler(streams.get("work"))
-        self._jitter = streams.get("backoff")
+        self.work_of = PerClient(streams, "work", sc.work)  # client i's work draws
+        self._jitter = PerClient(streams, "backoff")  # client i's retry jitter
         self.clients = range(sc.clients.count) if clients is None else clients  # the clients this load drives
         self._copies, self._first = 1, 0  # client i calls targets[i mod copies − first] (``route``)
         self.outstanding = 0  # inputs issued and not yet back: the run ends when none are, after the duration
@@ -92,10 +92,10 @@ class Load:
         self._conns = [0] * pool
         self._conn_wait: list[deque[int]] = [deque() for _ in range(pool)]
         # client → accept on the Function path (overhead.submit); None: the call arrives at once
-        self._submit = None if http else leg(sim, sc.overhead, "submit", streams, self._reach)
+        self._submit = None if http else leg(sim, sc.overhead, "submit", streams, self._reach, log.client)
         # what a call whose work ended is told: the result's way back (overhead.result on the Function path), then done
         self.work_ended: Callable[[int], None] = (
-            self.done if http else leg(sim, sc.overhead, "result", streams, self.done) or self.done
+            self.done if http else leg(sim, sc.overhead, "result", streams, self.done, log.client) or self.done
         )
 
     def route(self, copies: int, first: int = 0) -> None:
@@ -158,7 +158,7 @@ class Load:
             self.log.attempts[call] = attempt + 1
             # the exponent capped: 2 ** 1,100 would not fit a float, and the cap has long bound by then
             delay = min(self.cp.backoff_max_s, self.cp.backoff_base_s * 2.0 ** min(attempt - 1, 1000))
-            delay *= self._jitter.uniform(0.5, 1.0)
+            delay *= self._jitter[self.log.client[call]].uniform(0.5, 1.0)
             self.lost[kind] = self.lost.get(kind, 0.0) + delay
             self.sim.call_in(delay, self._send, call)
         else:
@@ -240,7 +240,13 @@ class ClosedLoop(Load):
         self.reissue = sc.clients.reissue
         op = sc.overhead
         self._trips: DelayLine | None = None  # the round trips under way (None: each leg its own event)
-        if self.reissue and self._submit is not None and self._turnable(op.submit) and self._turnable(op.result):
+        if (
+            "round_trips" in sim.shortcuts
+            and self.reissue
+            and self._submit is not None
+            and self._turnable(op.submit)
+            and self._turnable(op.result)
+        ):
             self._r, self._s = op.result.x, op.submit.x
             self._trips = sim.line(self._r + self._s, shared=False)
             self._unfused = self.work_ended
@@ -265,7 +271,8 @@ class ClosedLoop(Load):
 
     def _reissue(self, call: int) -> int:
         log = self.log
-        nxt = log.new(log.client[call], log.finished[call], self.work())
+        client = log.client[call]
+        nxt = log.new(client, log.finished[call], self.work_of[client]())
         self._close(call)
         return nxt
 
@@ -276,8 +283,9 @@ class ClosedLoop(Load):
 
     def start(self) -> None:
         for client in self.clients:
+            work = self.work_of[client]
             for _ in range(self.cp.in_flight):
-                self.new_call(client, self.work())
+                self.new_call(client, work())
         if not self.outstanding:  # no clients here (more app copies than clients), or every call failed at once
             self._stop()
 
@@ -294,6 +302,6 @@ class ClosedLoop(Load):
         now = self.env._now
         if self.reissue and now < self.duration and call not in self._kinds:
             # new_call, inlined: every call but the first of each slot is made here
-            log = self.log
+            client = self.log.client[call]
             self.outstanding += 1
-            self._send(log.new(log.client[call], now, self.work()))
+            self._send(self.log.new(client, now, self.work_of[client]()))

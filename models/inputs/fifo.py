@@ -12,7 +12,8 @@ So ``FifoQueue`` serves the arrivals in blocks of ``BLOCK`` by that recursion, o
 two events an input: the same issue, start and end times to the bit, from the same random streams drawn in the same
 order (tests/test_fifo.py compares every metric, series and record with the events' run). Its events are one per
 block (at the block's first arrival), the monitor's samples, answered from the blocks' times, and the stop.
-``RECURSION = False`` runs such a scenario on events instead.
+The scenarios it serves are the shape of the ``fifo`` shortcut (models/inputs/shortcuts.py); with
+``shortcuts = "all,-fifo"`` (or ``none``) they run on events instead.
 """
 
 from __future__ import annotations
@@ -26,36 +27,13 @@ import numpy as np
 from models.inputs.arrivals import OpenLoop
 from models.inputs.autoscaler import ContainerPool
 from models.inputs.function import full_pool_wait
-from models.inputs.overhead import is_zero
 from sim import engine
-from sim.dists import Constant
 from sim.engine import Sim
 
 if TYPE_CHECKING:
     from models.inputs.loadtest import Scenario
 
-RECURSION = True  # False: such scenarios run on events, as any other (tests/test_fifo.py compares)
-BLOCK = 4096  # arrivals served at a time
-MAX_SLOTS = 1_000_000  # beyond, the events (the heap of slots would be the memory)
-
-
-def served(sc: Scenario, http: bool) -> bool:
-    """Whether the run is a FIFO G/G/c queue that ``FifoQueue`` serves (``http``: the approach's calls are
-    requests to a web server, not inputs of a Function)."""
-    f, op = sc.function, sc.overhead
-    return (
-        RECURSION
-        and not http
-        and sc.load == "arrivals"
-        and sc.arrivals.profile.kind == "steady"
-        and f.copies == 1
-        and 0 < f.containers * f.max_inputs <= MAX_SLOTS
-        and f.target == f.max_inputs
-        and not sc.limits.enabled
-        and is_zero(op.dispatch)
-        and isinstance(op.submit, Constant)
-        and isinstance(op.result, Constant)
-    )
+BLOCK = 4096  # arrivals served at a time (any size gives the same numbers: the draws come in their own batches)
 
 
 class FifoQueue(OpenLoop):

@@ -307,6 +307,8 @@ class Function:
             c.running -= 1
             if c.running == 0:
                 c.idle_since = now
+                if self.pool.asleep:
+                    self.pool.went_idle()
             if not c.listed and c.running < self._target:
                 c.listed = True
                 self._spare.append(c)

@@ -26,9 +26,11 @@ from models.inputs.function import FunctionParams, LimitParams
 from models.inputs.monitor import diagnosis
 from models.inputs.overhead import OverheadParams
 from models.inputs.records import ERROR_KINDS
+from models.inputs.shortcuts import SHAPES
 from sim.dists import Dist, Uniform
 from sim.model import Figure, Model, TimeSeries, records_frame
 from sim.scenario import Described, param, section, with_sections
+from sim.shortcuts import Shortcuts, engine_shortcuts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -73,6 +75,9 @@ class _Scenario(Described):
 Scenario = with_sections(_Scenario, {k: v for a in APPROACHES.values() for k, v in a.sections.items()}, "Scenario")
 
 
+SHORTCUTS = Shortcuts(engine_shortcuts(Scenario) + SHAPES, Scenario)
+
+
 def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool = False, jobs: int = 1) -> dict:
     """Simulate one scenario; return its metrics (interfaces.md, "Function load tests").
 
@@ -82,7 +87,10 @@ def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool =
     A run of independent parts (app copies under closed-loop clients: models/inputs/parts.py) simulates them one
     after the other, or on up to ``jobs`` processes; the numbers do not depend on ``jobs``."""
     wall0 = time.perf_counter()
-    out, end = parts.simulate(sc, seed, records, series is not None, jobs)
+    used = SHORTCUTS.used(sc)
+    if APPROACHES[sc.approach].parts(sc) == 1:
+        used -= {"parts"}  # the run is one part: nothing to split
+    out, end = parts.simulate(sc, seed, records, series is not None, used, jobs)
     metrics = out.summary.metrics()
     metrics["rejections_by_kind"] = dict(sorted(out.rejections.items()))
     # a run that ends before its duration (all calls back, none reissued) is diagnosed over what it ran
@@ -98,6 +106,7 @@ def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool =
         container_seconds=out.container_seconds,
         sim_time_s=end,
         events=out.events,
+        shortcuts_used=sorted(used),
     )
     metrics["wall_s"] = time.perf_counter() - wall0
     if records:

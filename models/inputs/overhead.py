@@ -20,14 +20,14 @@ approach has none of them: its requests go through the HTTP proxy (``server.prox
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from sim.dists import Constant, Dist
 from sim.engine import Sim
-from sim.rng import Streams
+from sim.rng import PerClient, Streams
 from sim.scenario import param
 
 _ASSUMPTION = "assumption: not published (domain.md §1 gives only end-to-end latencies)"
@@ -51,22 +51,24 @@ def is_zero(d: Dist) -> bool:
     return isinstance(d, Constant) and d.x == 0.0
 
 
-def sampler(op: OverheadParams, leg: str, streams: Streams) -> Callable[[], float] | None:
-    """A sampler of one leg's delay from its stream ``overhead/LEG``, or None when that leg is always 0."""
+def sampler(op: OverheadParams, leg: str, streams: Streams, owner: str) -> Callable[[], float] | None:
+    """A sampler of one leg's delay from the stream ``overhead/LEG/OWNER`` (the Function copy that draws it), or
+    None when that leg is always 0."""
     d = getattr(op, leg)
-    return None if is_zero(d) else d.sampler(streams.get(f"overhead/{leg}"))
+    return None if is_zero(d) else d.sampler(streams.get(f"overhead/{leg}/{owner}"))
 
 
 def leg(
-    sim: Sim, op: OverheadParams, name: str, streams: Streams, fn: Callable[[Any], Any]
-) -> Callable[[Any], None] | None:
-    """What sends ``arg`` down one leg: ``fn(arg)`` after the leg's delay (a constant delay rides the engine's delay
-    line, any other is drawn per call from the leg's stream); None when the leg is always 0."""
+    sim: Sim, op: OverheadParams, name: str, streams: Streams, fn: Callable[[int], Any], client_of: Sequence[int]
+) -> Callable[[int], None] | None:
+    """What sends a call down one leg: ``fn(call)`` after the leg's delay (a constant delay rides the engine's delay
+    line, any other is drawn per call from its client's stream ``overhead/LEG/client-i``, ``client_of[call]``);
+    None when the leg is always 0."""
     d = getattr(op, name)
     if is_zero(d):
         return None
     if isinstance(d, Constant):
         return partial(sim.line(d.x).push, fn)
-    draw = d.sampler(streams.get(f"overhead/{name}"))
+    draws = PerClient(streams, f"overhead/{name}", d)
     call_in = sim.call_in
-    return lambda arg: call_in(draw(), fn, arg)
+    return lambda call: call_in(draws[client_of[call]](), fn, call)

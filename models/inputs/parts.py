@@ -4,7 +4,9 @@ App copies under closed-loop clients fall into independent parts (``Approach.par
 i mod copies and nothing else is shared, so each copy with its clients is a run of its own (copies with fewer than
 ``PART_CALLS`` calls in flight are grouped up to it, and the copies no client calls are one more part). A ``Part`` is
 that run: its callers, the Functions they call and a monitor, on a clock of its own, with random streams of its own
-(``part-I/...``; a run of one part keeps the plain names, so its numbers are those of a run without parts). Parts
+named after the model's entities (client i, copy j: never after the part), so a run in parts gives the numbers of
+the run on one clock, up to the order in which their sums are added (the ``parts`` shortcut, models/inputs/
+shortcuts.py; ``shortcuts = "all,-parts"`` runs the copies together on one clock). Parts
 are simulated one after the other (the memory and cache of one part at a time: cost linear in calls), or spread
 over ``jobs`` worker processes, and their ``Outcome``s are added up in part order, so the numbers are the same
 whatever ``jobs`` is.
@@ -77,17 +79,20 @@ class Part:
     """One independent part of a run. Built, it has run until its calls are all back (or the drain ended);
     ``extend`` runs it on to the run's end."""
 
-    def __init__(self, sc: Scenario, seed: int, index: int, parts: int, records: bool, series: bool) -> None:
+    def __init__(
+        self, sc: Scenario, seed: int, index: int, parts: int, records: bool, series: bool, shortcuts: frozenset[str]
+    ) -> None:
         self.sim = Sim()
-        streams = Streams(seed, prefix=f"part-{index}/" if parts > 1 else "")
+        self.sim.shortcuts = shortcuts
+        streams = Streams(seed)
         self.records = records
         self.log = CallLog(Window(sc.warmup_s, sc.duration_s), keep=records)
         approach = APPROACHES[sc.approach]
         self.targets: list = []
-        self.load = approach.load(self.sim, sc, self.log, streams, self.targets, index)
-        self.targets += approach.targets(self.sim, sc, streams, self.log, self.load, index)
+        self.load = approach.load(self.sim, sc, self.log, streams, self.targets, index, parts)
+        self.targets += approach.targets(self.sim, sc, streams, self.log, self.load, index, parts)
         if parts > 1:  # client i calls copy i mod copies, held here from the part's first copy on
-            self.load.route(sc.function.copies or sc.clients.count, approach.copies_of(sc, index).start)
+            self.load.route(sc.function.copies or sc.clients.count, approach.copies_of(sc, index, parts).start)
         else:
             self.load.route(len(self.targets))
         dt = max(MONITOR_DT, sc.duration_s / MONITOR_SAMPLES)
@@ -141,13 +146,20 @@ def run_end(sc: Scenario, ends: Ends) -> float:
 
 
 def _phases(
-    sc: Scenario, seed: int, indices: range, parts: int, records: bool, series: bool, built: Callable[[int], None]
+    sc: Scenario,
+    seed: int,
+    indices: range,
+    parts: int,
+    records: bool,
+    series: bool,
+    shortcuts: frozenset[str],
+    built: Callable[[int], None],
 ) -> Generator[Ends | list[Outcome], float, None]:
     """The parts ``indices``: yields their ends after the first phase, is sent the run's end, yields their
     outcomes. ``built(i)`` is told as part i finishes its first phase."""
     done = []
     for i in indices:
-        done.append(Part(sc, seed, i, parts, records, series))
+        done.append(Part(sc, seed, i, parts, records, series, shortcuts))
         built(i)
     end = yield [(p.load.outstanding, p.load.drained_at, p.load.reissue) for p in done]
     for p in done:
@@ -155,9 +167,11 @@ def _phases(
     yield [p.outcome() for p in done]
 
 
-def simulate(sc: Scenario, seed: int, records: bool, series: bool, jobs: int = 1) -> tuple[Outcome, float]:
-    """The run's outcome, its parts added up, and its end."""
-    n = APPROACHES[sc.approach].parts(sc)
+def simulate(
+    sc: Scenario, seed: int, records: bool, series: bool, shortcuts: frozenset[str], jobs: int = 1
+) -> tuple[Outcome, float]:
+    """The run's outcome, its parts added up, and its end (``shortcuts``: those the run may take)."""
+    n = APPROACHES[sc.approach].parts(sc) if "parts" in shortcuts else 1
     progress = engine.PROGRESS
     until = sc.duration_s + sc.drain_s
 
@@ -166,9 +180,9 @@ def simulate(sc: Scenario, seed: int, records: bool, series: bool, jobs: int = 1
             progress((i + 1) / n * until, until)
 
     if jobs > 1 and n > 1:
-        ends, finish = _on_processes(sc, seed, n, records, series, jobs, built)
+        ends, finish = _on_processes(sc, seed, n, records, series, shortcuts, jobs, built)
     else:
-        phases = _phases(sc, seed, range(n), n, records, series, built)
+        phases = _phases(sc, seed, range(n), n, records, series, shortcuts, built)
         try:
             if progress is not None and n > 1:  # the bar goes over the parts (built), not within one
                 engine.PROGRESS = None
@@ -187,7 +201,14 @@ def simulate(sc: Scenario, seed: int, records: bool, series: bool, jobs: int = 1
 
 
 def _on_processes(
-    sc: Scenario, seed: int, n: int, records: bool, series: bool, jobs: int, built: Callable[[int], None]
+    sc: Scenario,
+    seed: int,
+    n: int,
+    records: bool,
+    series: bool,
+    shortcuts: frozenset[str],
+    jobs: int,
+    built: Callable[[int], None],
 ) -> tuple[Ends, Callable[[float], list[Outcome]]]:
     """The parts spread over ``jobs`` worker processes (forked), a contiguous block each: their ends, and a function
     that sends the run's end and returns every part's outcome, in part order."""
@@ -197,7 +218,7 @@ def _on_processes(
     workers = []
     for block in blocks:
         here, there = ctx.Pipe()
-        proc = ctx.Process(target=_worker, args=(there, sc, seed, block, n, records, series), daemon=True)
+        proc = ctx.Process(target=_worker, args=(there, sc, seed, block, n, records, series, shortcuts), daemon=True)
         proc.start()
         there.close()
         workers.append((proc, here))
@@ -246,11 +267,20 @@ def _stop(workers: list) -> None:
         proc.join()
 
 
-def _worker(conn: Connection, sc: Scenario, seed: int, block: range, n: int, records: bool, series: bool) -> None:
+def _worker(
+    conn: Connection,
+    sc: Scenario,
+    seed: int,
+    block: range,
+    n: int,
+    records: bool,
+    series: bool,
+    shortcuts: frozenset[str],
+) -> None:
     """A worker process: the parts of ``block``, in two phases, over the pipe ``conn``."""
     engine.PROGRESS = None
     try:
-        phases = _phases(sc, seed, block, n, records, series, lambda i: conn.send(("built", i)))
+        phases = _phases(sc, seed, block, n, records, series, shortcuts, lambda i: conn.send(("built", i)))
         conn.send(("ends", next(phases)))
         conn.send(("outcomes", phases.send(conn.recv())))
     except BaseException as e:

@@ -53,52 +53,61 @@ class Approach:
         busy = min(copies, sc.clients.count)
         return copies, busy, max(1, PART_CALLS * busy // (sc.clients.count * sc.clients.in_flight))
 
-    def copies_of(self, sc: Scenario, part: int) -> range:
-        """The app copies of part ``part`` (all of them in a run of one part)."""
+    def copies_of(self, sc: Scenario, part: int, parts: int) -> range:
+        """The app copies of part ``part`` of ``parts`` (all of them in a run of one part)."""
         copies, busy, per_part = self._layout(sc)
-        if self.parts(sc) == 1:
+        if parts == 1:
             return range(copies)
         return (
             range(part * per_part, min(busy, (part + 1) * per_part)) if part * per_part < busy else range(busy, copies)
         )
 
     def load(
-        self, sim: Sim, sc: Scenario, log: CallLog, streams: Streams, targets: list[Target], part: int = 0
+        self,
+        sim: Sim,
+        sc: Scenario,
+        log: CallLog,
+        streams: Streams,
+        targets: list[Target],
+        part: int = 0,
+        parts: int = 1,
     ) -> Load:
-        """The callers of part ``part``: the scenario's ``load`` (closed-loop clients or open-loop arrivals; with
-        the Function they call, a FIFO queue served by recursion when it is one: models/inputs/fifo.py)."""
-        if fifo.served(sc, self.http):
+        """The callers of part ``part`` of ``parts``: the scenario's ``load`` (closed-loop clients or open-loop
+        arrivals; with the Function they call, a FIFO queue served by recursion where the ``fifo`` shortcut runs:
+        models/inputs/fifo.py)."""
+        if "fifo" in sim.shortcuts:
             return fifo.FifoQueue(sim, sc, log, streams, targets, self.style, self.http)
         clients = None
-        if self.parts(sc) > 1:  # the clients that call the part's copies
-            copies, own = sc.function.copies or sc.clients.count, self.copies_of(sc, part)
+        if parts > 1:  # the clients that call the part's copies
+            copies, own = sc.function.copies or sc.clients.count, self.copies_of(sc, part, parts)
             n = sc.clients.count
             clients = [b + c for b in range(0, n, copies) for c in own if b + c < n]
         return LOADS[sc.load](sim, sc, log, streams, targets, self.style, self.http, clients)
 
     def targets(
-        self, sim: Sim, sc: Scenario, streams: Streams, log: CallLog, load: Load, part: int = 0
+        self, sim: Sim, sc: Scenario, streams: Streams, log: CallLog, load: Load, part: int = 0, parts: int = 1
     ) -> list[Target]:
-        """What the callers of part ``part`` (``load``) call: ``function.copies`` deployed copies of the Function (0:
-        one per client), or the part's own copy; told when a call's work ends, they tell ``load.work_ended``."""
+        """What the callers of part ``part`` of ``parts`` (``load``) call: ``function.copies`` deployed copies of the
+        Function (0: one per client), or the part's own copies; told when a call's work ends, they tell
+        ``load.work_ended``."""
         if isinstance(load, fifo.FifoQueue):
             return [load]  # the queue is its own Function
         done = load.work_ended
         copies = sc.function.copies or sc.clients.count
-        dispatch = sampler(sc.overhead, "dispatch", streams)  # shared by the copies (None: the leg is 0)
+        names = ["function" if copies == 1 else f"function-copy-{i}" for i in self.copies_of(sc, part, parts)]
         return [
             Function(
                 sim,
-                "function" if copies == 1 else f"function-copy-{i}",
+                name,
                 sc.function,
                 sc.limits,
                 sc.autoscaler,
                 streams,
                 log,
                 done,
-                dispatch,
+                sampler(sc.overhead, "dispatch", streams, name),  # each copy's own (None: the leg is 0)
             )
-            for i in self.copies_of(sc, part)
+            for name in names
         ]
 
     def ideal_calls_per_s(self, sc: Scenario) -> float:

@@ -13,7 +13,7 @@ from models.inputs.approaches.base import Approach
 from models.inputs.clients import Load, Target
 from models.inputs.records import CallLog
 from sim.engine import Sim
-from sim.rng import Streams
+from sim.rng import PerClient, Streams
 from sim.scenario import param
 
 if TYPE_CHECKING:
@@ -39,7 +39,14 @@ class Batching(Approach):
         return 1  # rounds are one run (their clients' stop rule is the open loop's)
 
     def load(
-        self, sim: Sim, sc: Scenario, log: CallLog, streams: Streams, targets: list[Target], part: int = 0
+        self,
+        sim: Sim,
+        sc: Scenario,
+        log: CallLog,
+        streams: Streams,
+        targets: list[Target],
+        part: int = 0,
+        parts: int = 1,
     ) -> Load:
         return BatchedRounds(sim, sc, log, streams, targets, self.style, self.http)
 
@@ -57,7 +64,7 @@ class BatchedRounds(Load):
         self.bp = sc.batching
         self._left = [0] * self.cp.count  # chunks of the current round not yet back
         self._stopped = [False] * self.cp.count  # a chunk was rejected and not retried: the client's loop raised
-        self._fail_rng = self.streams.get("item_failure")
+        self._fail_rng = PerClient(self.streams, "item_failure")  # client i's draws of failing chunks
 
     def start(self) -> None:
         for client in range(self.cp.count):
@@ -68,16 +75,17 @@ class BatchedRounds(Load):
         chunks = [min(size, n - i) for i in range(0, n, size)]
         self._left[client] = len(chunks)
         for k in chunks:
-            works = [self.work() for _ in range(k)]
-            fails = bool(self.bp.item_failure_prob) and self._chunk_fails(k)
+            work = self.work_of[client]
+            works = [work() for _ in range(k)]
+            fails = bool(self.bp.item_failure_prob) and self._chunk_fails(client, k)
             self.new_call(client, max(works), items=k, fails=fails)
 
     def capacity(self, span: float) -> float:
         """Input-seconds: a client holds its round's chunks in flight (the monitor counts pending chunks)."""
         return self.cp.count * math.ceil(self.bp.round_items / self.bp.chunk_items) * span
 
-    def _chunk_fails(self, k: int) -> bool:
-        return bool(self._fail_rng.random() < 1.0 - (1.0 - self.bp.item_failure_prob) ** k)
+    def _chunk_fails(self, client: int, k: int) -> bool:
+        return bool(self._fail_rng[client].random() < 1.0 - (1.0 - self.bp.item_failure_prob) ** k)
 
     def returned(self, call: int) -> None:
         client = self.log.client[call]

@@ -81,7 +81,7 @@ class Server(Approach):
         return 1  # every client calls the one proxy
 
     def targets(
-        self, sim: Sim, sc: Scenario, streams: Streams, log: CallLog, load: Load, part: int = 0
+        self, sim: Sim, sc: Scenario, streams: Streams, log: CallLog, load: Load, part: int = 0, parts: int = 1
     ) -> list[Target]:
         return [Proxy(sim, "server", sc.server, sc.autoscaler, streams, log, load.work_ended)]
 

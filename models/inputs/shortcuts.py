@@ -1,0 +1,127 @@
+"""The load test's shortcuts and the scenarios each is exact for (sim/shortcuts.py says what a shape is).
+
+Each shape names, key by key, what the shortcut was proven for by the differential tests (tests/test_shortcuts.py);
+a key not named must be at its default. ``KEYS`` is the list of the schema's keys when these shapes were written:
+a key added to the schema later is in no shape until someone adds it here, so a new mechanism turns these
+shortcuts off wherever it is used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from models.inputs.demand import parse_shape
+from sim.shortcuts import Shortcut, any_of, constant, one_of, positive_constant, zero
+
+# Every key of the load test's schema at the time these shapes were proven (not read from the schema: see above).
+KEYS = """
+approach load work duration_s warmup_s drain_s
+arrivals.rate arrivals.shape
+autoscaler.buffer_containers autoscaler.burst_aware autoscaler.cold_start autoscaler.interval_s
+autoscaler.max_containers autoscaler.min_containers autoscaler.program autoscaler.program_mode
+autoscaler.scaledown_window_s autoscaler.scaleup_step autoscaler.size_to
+batching.chunk_items batching.item_failure_prob batching.round_items
+clients.backoff_base_s clients.backoff_max_s clients.connection_limit clients.count clients.in_flight
+clients.reissue clients.retry
+function.containers function.copies function.max_inputs function.target_inputs
+limits.async_accept_burst limits.async_accept_rate limits.async_pending_cap limits.enabled limits.start_burst
+limits.start_ramp_per_s limits.start_rate limits.start_rate_max limits.sync_accept_burst limits.sync_accept_rate
+limits.sync_in_system_cap limits.sync_pending_cap
+overhead.dispatch overhead.result overhead.submit
+server.container_cpu server.cpu_per_request_s server.max_concurrency server.proxy_latency_s
+server.scaleup_window_s server.target_concurrency
+trace.function trace.path trace.scale trace.spread trace.start_minute
+"""
+EVERY = any_of(KEYS)
+FUNCTION_CALLERS = one_of("remote", "spawn", "copies")  # approaches whose callers reach the Function's inputs directly
+MAX_SLOTS = 1_000_000  # fifo: beyond, the events (the heap of slots would be the memory)
+
+
+def _steady(text: str) -> bool:
+    return parse_shape(text).kind == "steady"
+
+
+def _fifo_slots(sc: Any) -> bool:
+    f = sc.function
+    return 0 < f.containers * f.max_inputs <= MAX_SLOTS and f.target == f.max_inputs
+
+
+FIFO = Shortcut(
+    "fifo",
+    "a fixed pool of G/G/c slots (function.containers > 0, every slot alike: target_inputs = max_inputs) of one "
+    "Function (one copy) called with .remote or .spawn, fed by steady Poisson arrivals through constant submit and "
+    "result legs, no dispatch overhead, no input limits",
+    {
+        **any_of("work duration_s warmup_s drain_s arrivals.rate function.max_inputs function.target_inputs"),
+        # a fixed pool takes no decision and launches nothing: the autoscaler's keys change nothing
+        **any_of(
+            "autoscaler.buffer_containers autoscaler.burst_aware autoscaler.cold_start autoscaler.interval_s "
+            "autoscaler.max_containers autoscaler.min_containers autoscaler.scaledown_window_s "
+            "autoscaler.scaleup_step autoscaler.size_to"
+        ),
+        # no limits: nothing is rejected, so no client retries; an open loop has no clients of its own
+        **any_of(
+            "limits.async_accept_burst limits.async_accept_rate limits.async_pending_cap limits.start_burst "
+            "limits.start_ramp_per_s limits.start_rate limits.start_rate_max limits.sync_accept_burst "
+            "limits.sync_accept_rate limits.sync_in_system_cap limits.sync_pending_cap"
+        ),
+        **any_of(
+            "clients.backoff_base_s clients.backoff_max_s clients.connection_limit clients.count clients.in_flight "
+            "clients.reissue clients.retry"
+        ),
+        "approach": FUNCTION_CALLERS,
+        "load": one_of("arrivals"),
+        "arrivals.shape": _steady,
+        "function.containers": lambda n: n > 0,
+        "limits.enabled": one_of(False),
+        "overhead.dispatch": zero,
+        "overhead.submit": constant,
+        "overhead.result": constant,
+    },
+    when=_fifo_slots,
+    claim="rounding",  # every record to the bit; the summaries' sums are folded in blocks, not call by call
+    rel_tol=1e-12,
+    doc="the Kiefer-Wolfowitz workload recursion in blocks of arrivals instead of two events an input "
+    "(models/inputs/fifo.py)",
+)
+
+IDLE_DECISIONS = Shortcut(
+    "idle_decisions",
+    "any load test: an autoscaled pool whose wanted containers move only with its owner's load sleeps through the "
+    "grid points where no decision could act",
+    EVERY,
+    # what it engages on: the autoscaled pools of Functions (a fixed pool takes no decision; the web server's
+    # pool is decided at every grid point)
+    when=lambda sc: sc.function.containers == 0 and sc.approach != "server",
+    doc="decisions that cannot change anything are not simulated (models/inputs/autoscaler.py)",
+)
+
+ROUND_TRIPS = Shortcut(
+    "round_trips",
+    "closed-loop clients that reissue (load = clients, clients.reissue) calling a Function with .remote or .spawn "
+    "through constant, positive submit and result legs",
+    {
+        **EVERY,
+        "approach": FUNCTION_CALLERS,
+        "load": one_of("clients"),
+        "clients.reissue": one_of(True),
+        "overhead.submit": positive_constant,
+        "overhead.result": positive_constant,
+    },
+    claim="rounding",  # every record to the bit; a back is folded in later, so sums are added in another order
+    rel_tol=1e-12,
+    doc="a call's way back and the next call's way out are one event, not two (models/inputs/clients.py)",
+)
+
+PARTS = Shortcut(
+    "parts",
+    "any load test of app copies under closed-loop clients: client i calls copy i mod copies and nothing else is "
+    "shared, so each copy with its clients runs on a clock of its own; the same numbers up to the order in which "
+    "the parts' sums are added",
+    EVERY,
+    claim="rounding",
+    rel_tol=1e-9,
+    doc="the copies simulated one after the other, or on --jobs processes (models/inputs/parts.py)",
+)
+
+SHAPES = (FIFO, IDLE_DECISIONS, ROUND_TRIPS, PARTS)

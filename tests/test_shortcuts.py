@@ -1,0 +1,407 @@
+"""Every shortcut against the general path: randomized differential tests (sim/shortcuts.py).
+
+For each shortcut a Hypothesis strategy draws load tests across the mechanisms and parameter ranges its shape claims
+(rates, intervals, windows, cold-start and work distributions, min/max/buffer containers, limits, overheads, copies,
+clients, durations), runs each with the shortcut and without it, and compares every metric and every record: to
+the bit where the shortcut claims ``identical``, to its stated relative tolerance where it claims ``rounding`` (sums
+added in another order). No shortcut reorders random draws (streams are named after clients and copies), so no
+comparison of distributions is needed.
+
+CI runs ``DEFAULT_EXAMPLES`` examples in all, spread over the properties; ``SCALESIM_DIFF_EXAMPLES=N`` runs N.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from models.inputs import loadtest
+from models.inputs.approaches import base
+from sim import engine
+from sim.scenario import ScenarioError, build, param
+from sim.shortcuts import Shortcut, Shortcuts, parse
+
+ROOT = Path(__file__).resolve().parent.parent
+SHORTCUTS = loadtest.SHORTCUTS
+DEFAULT_EXAMPLES = 240
+PROPERTIES = 6  # the properties below that draw examples (each gets an equal share)
+EXAMPLES = max(1, int(os.environ.get("SCALESIM_DIFF_EXAMPLES", DEFAULT_EXAMPLES)) // PROPERTIES)
+SETTINGS = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=os.environ.get("SCALESIM_DIFF_EXAMPLES") is None,  # CI: the same examples every run
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
+)
+IGNORED = ("wall_s", "events", "shortcuts_used", "scenario", "seed")  # what a shortcut may change
+
+
+# --- drawing scenarios ------------------------------------------------------------------------------------------
+def dists(lo: float, hi: float, zero: bool = False) -> st.SearchStrategy[str]:
+    """A distribution string with its mean within about [lo, hi]."""
+    x = st.floats(lo, hi, allow_nan=False)
+    options = [
+        x.map(lambda v: f"constant({v!r})"),
+        st.tuples(x, x).map(lambda ab: f"uniform({min(ab)!r}, {max(ab)!r})"),
+        x.map(lambda v: f"exponential({v!r})"),
+        st.tuples(x, st.floats(0.05, 1.5)).map(lambda ms: f"lognormal({ms[0]!r}, {ms[1]!r})"),
+    ]
+    if zero:
+        options.append(st.just("constant(0)"))
+    return st.one_of(options)
+
+
+SHAPES = st.one_of(
+    st.just("steady"),
+    st.tuples(st.floats(1, 20), st.floats(0, 3), st.floats(0.1, 3)).map(
+        lambda a: f"steps({a[0]!r}, {a[1]!r}, {a[2]!r})"
+    ),
+    st.tuples(st.floats(2, 60), st.floats(0, 1)).map(lambda a: f"sine({a[0]!r}, {a[1]!r})"),
+    st.tuples(st.floats(2, 30), st.floats(0, 1), st.floats(0, 5)).map(
+        lambda a: f"bursts({a[0]!r}, {min(a[1], 1.0) * a[0]!r}, {a[2]!r})"
+    ),
+)
+
+
+@st.composite
+def load_tests(draw: st.DrawFn, **fixed: st.SearchStrategy) -> dict:
+    """A small load test (a few thousand calls at most) of any approach and load, any mechanism on or off; a key
+    in ``fixed`` is drawn from its own strategy instead."""
+
+    def pick(key: str, default: st.SearchStrategy):
+        return draw(fixed.get(key, default))
+
+    approach = pick("approach", st.sampled_from(["remote", "spawn", "copies", "batching", "server"]))
+    load = pick("load", st.sampled_from(["clients", "clients", "arrivals", "trace"]))
+    if approach == "batching":
+        load = "clients"
+    duration = pick("duration_s", st.floats(2.0, 40.0))
+    mean_work = pick("mean_work", st.floats(0.05, 4.0))
+    tree: dict = {
+        "approach": approach,
+        "load": load,
+        "duration_s": duration,
+        "warmup_s": pick("warmup_s", st.floats(0.0, 0.5)) * duration,
+        "drain_s": pick("drain_s", st.sampled_from([0.0, 5.0, 60.0, 300.0])),
+        "work": pick("work", dists(mean_work / 2, mean_work)),
+    }
+    limit = pick("limits.enabled", st.booleans())
+    tree["limits"] = {
+        "enabled": limit,
+        "sync_accept_rate": pick("limits.sync_accept_rate", st.floats(1.0, 300.0)),
+        "sync_accept_burst": pick("limits.sync_accept_burst", st.floats(1.0, 200.0)),
+        "sync_pending_cap": pick("limits.sync_pending_cap", st.integers(0, 200)),
+        "sync_in_system_cap": pick("limits.sync_in_system_cap", st.integers(0, 400)),
+        "async_accept_rate": pick("limits.async_accept_rate", st.floats(1.0, 300.0)),
+        "async_accept_burst": pick("limits.async_accept_burst", st.floats(1.0, 200.0)),
+        "async_pending_cap": pick("limits.async_pending_cap", st.integers(0, 400)),
+        "start_rate": pick("limits.start_rate", st.floats(1.0, 200.0)),
+        "start_burst": pick("limits.start_burst", st.floats(1.0, 30.0)),
+        "start_ramp_per_s": pick("limits.start_ramp_per_s", st.sampled_from([0.0, 0.5, 5.0])),
+    }
+    if tree["limits"]["start_ramp_per_s"] and draw(st.booleans()):
+        tree["limits"]["start_rate_max"] = tree["limits"]["start_rate"] * draw(st.floats(1.0, 3.0))
+    max_inputs = pick("function.max_inputs", st.integers(1, 8))
+    tree["function"] = {
+        "max_inputs": max_inputs,
+        "target_inputs": pick("function.target_inputs", st.integers(0, max_inputs)),
+        "containers": pick("function.containers", st.sampled_from([0, 0, 0, 1, 2, 5])),
+        "copies": pick("function.copies", st.sampled_from([0, 1, 1, 2, 3])),
+    }
+    lo = pick("autoscaler.min_containers", st.integers(0, 2))
+    tree["autoscaler"] = {
+        "interval_s": pick("autoscaler.interval_s", st.floats(0.05, 5.0)),
+        "scaleup_step": pick("autoscaler.scaleup_step", st.integers(0, 6)),
+        "burst_aware": pick("autoscaler.burst_aware", st.booleans()),
+        "size_to": pick("autoscaler.size_to", st.sampled_from(["in_system", "startable"])),
+        "cold_start": pick("autoscaler.cold_start", dists(0.01, 5.0, zero=True)),
+        "min_containers": lo,
+        "max_containers": pick("autoscaler.max_containers", st.sampled_from([0, max(lo, 1), max(lo, 3), 10])),
+        "buffer_containers": pick("autoscaler.buffer_containers", st.integers(0, 2)),
+        "scaledown_window_s": pick("autoscaler.scaledown_window_s", st.floats(2.0, 30.0)),
+    }
+    tree["overhead"] = {
+        "submit": pick("overhead.submit", dists(0.001, 0.3, zero=True)),
+        "dispatch": pick("overhead.dispatch", st.one_of(st.just("constant(0)"), dists(0.001, 0.1))),
+        "result": pick("overhead.result", dists(0.001, 0.3, zero=True)),
+    }
+    retry = pick("clients.retry", st.sampled_from(["none", "backoff"]))
+    tree["clients"] = {
+        "count": pick("clients.count", st.integers(1, 5)),
+        "in_flight": pick("clients.in_flight", st.integers(1, 40)),
+        "retry": retry,
+        "backoff_base_s": pick("clients.backoff_base_s", st.floats(0.05, 1.0)),
+        "backoff_max_s": pick("clients.backoff_max_s", st.floats(0.5, 5.0)),
+        "reissue": pick("clients.reissue", st.booleans()),
+        "connection_limit": pick("clients.connection_limit", st.integers(0, 30)),
+    }
+    rate = pick("arrivals.rate", st.floats(0.2, 60.0))
+    tree["arrivals"] = {"rate": rate, "shape": pick("arrivals.shape", SHAPES)}
+    if load == "trace":
+        tree["trace"] = {
+            "path": str(ROOT / "experiments" / "demand" / "azure-sample.csv"),
+            "spread": draw(st.sampled_from(["random", "start"])),
+            "scale": draw(st.floats(0.001, 0.02)),
+            "start_minute": draw(st.integers(0, 30)),
+        }
+    if approach == "batching":
+        tree["batching"] = {
+            "round_items": draw(st.integers(1, 64)),
+            "chunk_items": draw(st.integers(1, 16)),
+            "item_failure_prob": draw(st.sampled_from([0.0, 0.0, 0.05])),
+        }
+    if approach == "server":
+        tree["server"] = {
+            "target_concurrency": draw(st.integers(1, 20)),
+            "max_concurrency": draw(st.sampled_from([0, 5, 40])),
+            "scaleup_window_s": draw(st.floats(0.5, 20.0)),
+            "proxy_latency_s": draw(st.floats(0.0, 0.05)),
+            "cpu_per_request_s": draw(st.sampled_from([0.0, 0.002, 0.05])),
+        }
+    return tree
+
+
+def scenario(tree: dict) -> loadtest.Scenario:
+    """The drawn tree as a scenario, or the example is rejected (a cross-field check, a run too big)."""
+    try:
+        sc = build(loadtest.Scenario, tree)
+    except ScenarioError:
+        assume(False)
+    calls = loadtest.MODEL.size(sc)
+    assume(calls <= 4000)
+    return sc
+
+
+# --- comparing runs -----------------------------------------------------------------------------------------------
+def run(sc: loadtest.Scenario, shortcuts: str, seed: int) -> dict:
+    from dataclasses import replace
+
+    return loadtest.run(replace(sc, shortcuts=shortcuts), seed=seed, records=True, series={})
+
+
+def same(a: object, b: object, rel: float) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return a == b if rel == 0 else math.isclose(a, b, rel_tol=rel, abs_tol=rel)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k], rel) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y, rel) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def rows(frame: pd.DataFrame, ordered: bool) -> pd.DataFrame:
+    """The records, in the order they were made, or (parts: made on several clocks) by client and issue time."""
+    if ordered:
+        return frame.reset_index(drop=True)
+    keys = [c for c in ("client", "issued", "work", "started", "finished") if c in frame]
+    return frame.sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+def differs(shortcut: Shortcut, sc: loadtest.Scenario, seed: int) -> str | None:
+    """Run ``sc`` with the shortcut and without; None if they agree as the shortcut claims, else what differs."""
+    used = SHORTCUTS.used(sc)
+    assume(shortcut.name in used)
+    on = run(sc, "all", seed)
+    assume(shortcut.name in on["shortcuts_used"])  # it engaged (parts: the run did fall into parts)
+    off = run(sc, f"all,-{shortcut.name}", seed)
+    assert shortcut.name not in off["shortcuts_used"]
+    rel = shortcut.rel_tol if shortcut.claim == "rounding" else 0.0
+    for k in sorted(set(on) | set(off)):
+        if k in IGNORED or k == "records":
+            continue
+        if not same(on.get(k), off.get(k), rel):
+            return f"{k}: {on.get(k)!r} with {shortcut.name}, {off.get(k)!r} without"
+    a, b = (rows(m["records"], ordered=shortcut.name != "parts") for m in (on, off))
+    if not a.equals(b):
+        return f"records differ ({len(a)} rows with, {len(b)} without)"
+    return None
+
+
+def check(name: str, tree: dict, seed: int) -> None:
+    sc = scenario(tree)
+    shortcut = SHORTCUTS[name]
+    assume(shortcut.matches(sc))
+    found = differs(shortcut, sc, seed)
+    assert found is None, f"{name} is not exact: {found}\nscenario: {tree}\nseed: {seed}"
+
+
+SEEDS = st.integers(0, 2**16)
+
+
+# --- one property per shortcut ---------------------------------------------------------------------------------
+@SETTINGS
+@given(
+    load_tests(
+        approach=st.sampled_from(["remote", "spawn"]),
+        load=st.just("arrivals"),
+        **{
+            "arrivals.shape": st.just("steady"),
+            "function.containers": st.integers(1, 6),
+            "function.copies": st.just(1),
+            "limits.enabled": st.just(False),
+            "overhead.dispatch": st.just("constant(0)"),
+            "overhead.submit": st.floats(0, 0.3).map(lambda x: f"constant({x!r})"),
+            "overhead.result": st.floats(0, 0.3).map(lambda x: f"constant({x!r})"),
+        },
+    ),
+    st.booleans(),
+    SEEDS,
+)
+def test_fifo_recursion_is_exact(tree, alike, seed):
+    if alike:
+        tree["function"]["target_inputs"] = tree["function"]["max_inputs"]
+    check("fifo", tree, seed)
+
+
+@SETTINGS
+@given(load_tests(**{"function.containers": st.just(0)}), SEEDS)
+def test_skipped_idle_decisions_are_exact(tree, seed):
+    check("idle_decisions", tree, seed)
+
+
+@SETTINGS
+@given(
+    load_tests(
+        approach=st.sampled_from(["remote", "spawn", "copies"]),
+        load=st.just("clients"),
+        **{
+            "clients.reissue": st.just(True),
+            "overhead.submit": st.floats(0.001, 0.3).map(lambda x: f"constant({x!r})"),
+            "overhead.result": st.floats(0.001, 0.3).map(lambda x: f"constant({x!r})"),
+        },
+    ),
+    SEEDS,
+)
+def test_fused_round_trips_are_exact(tree, seed):
+    check("round_trips", tree, seed)
+
+
+@SETTINGS
+@given(
+    load_tests(
+        approach=st.sampled_from(["remote", "spawn", "copies"]),
+        load=st.just("clients"),
+        **{"function.copies": st.sampled_from([0, 2, 3, 4])},
+    ),
+    st.integers(1, 60),
+    SEEDS,
+)
+def test_parts_are_exact_up_to_rounding(tree, part_calls, seed):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(base, "PART_CALLS", part_calls)  # how copies group into parts: each grouping is a claim
+        check("parts", tree, seed)
+
+
+# --- no speed constant in the numbers -----------------------------------------------------------------------------
+@SETTINGS
+@given(load_tests(), st.integers(1, 50), st.sampled_from([1, 7, 4096]), st.sampled_from([2, 64, 1024]), SEEDS)
+def test_no_speed_constant_changes_a_number(tree, part_calls, block, near, seed):
+    """PART_CALLS, the FIFO's block and the calendar's threshold are speed constants: any value gives the same
+    numbers (up to the order of sums, where parts regroup)."""
+    from models.inputs import fifo
+
+    sc = scenario(tree)
+    before = run(sc, "all", seed)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(base, "PART_CALLS", part_calls)
+        mp.setattr(fifo, "BLOCK", block)
+        mp.setattr(engine, "NEAR", near)
+        after = run(sc, "all", seed)
+    for k in before:
+        if k not in IGNORED and k != "records":
+            assert same(before[k], after[k], 1e-9), (k, before[k], after[k], tree)
+    a, b = (rows(m["records"], ordered=False) for m in (before, after))
+    assert a.equals(b)
+
+
+# --- common random numbers ------------------------------------------------------------------------------------
+@SETTINGS
+@given(
+    load_tests(approach=st.sampled_from(["remote", "spawn", "copies", "server", "batching"]), load=st.just("clients")),
+    st.integers(1, 4),
+    st.integers(1, 4),
+    st.sampled_from([0, 1, 2]),
+    st.sampled_from([0, 1, 3]),
+    SEEDS,
+)
+def test_a_clients_draws_are_the_same_at_every_count_and_copies(tree, n1, n2, copies1, copies2, seed):
+    """Client 0's work draws, in the order it makes its calls, are the same whatever the number of clients and of
+    app copies: a sweep along either axis compares like with like."""
+    works = []
+    for n, copies in ((n1, copies1), (n2, copies2)):
+        t = {**tree, "clients": {**tree["clients"], "count": n}, "function": {**tree["function"], "copies": copies}}
+        m = run(scenario(t), "all", seed)
+        r = m["records"]
+        mine = r[r["client"] == 0].sort_values("issued", kind="stable")
+        works.append(mine["work"].to_numpy())
+    k = min(len(w) for w in works)
+    assume(k > 0)
+    if tree["approach"] == "batching":  # a chunk's work is its slowest item: the same rounds, the same maxima
+        np.testing.assert_array_equal(np.sort(works[0][:k]), np.sort(works[1][:k]))
+    else:
+        np.testing.assert_array_equal(works[0][:k], works[1][:k])
+
+
+# --- the shapes themselves ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Faults:
+    """A mechanism of the future: a key that no shape names yet."""
+
+    container_failure_rate: float = param(0.0, ge=0)
+
+
+@dataclass(frozen=True)
+class WithFaults(loadtest.Scenario):
+    faults: Faults = field(default_factory=Faults)
+
+
+def test_a_key_no_shape_names_turns_every_shortcut_off_but_the_engines():
+    """A mechanism added later is a key no shape names: wherever it is off its default, no model shortcut runs."""
+    shortcuts = Shortcuts(SHORTCUTS.members, WithFaults)
+    calm = {"load": "arrivals", "function": {"containers": 2}, "limits": {"enabled": False}}
+    calm["overhead"] = {"dispatch": "constant(0)"}
+    assert shortcuts["fifo"].matches(build(WithFaults, calm))
+    faulty = build(WithFaults, {**calm, "faults": {"container_failure_rate": 0.1}})
+    assert not any(s.matches(faulty) for s in shortcuts.members)
+    assert shortcuts["fifo"].mismatch(faulty).startswith("faults.container_failure_rate (not in the shape")
+
+
+def test_every_key_a_shape_names_is_in_the_schema():
+    with pytest.raises(TypeError, match=r"no\.such"):
+        Shortcuts((Shortcut("x", "", {"no.such": lambda v: True}),), loadtest.Scenario)
+
+
+@pytest.mark.parametrize(
+    ("text", "allowed"),
+    [
+        ("all", {"a", "b", "c"}),
+        ("none", set()),
+        ("a, c", {"a", "c"}),
+        ("all,-b", {"a", "c"}),
+        ("none,b", {"b"}),
+    ],
+)
+def test_the_shortcuts_key(text, allowed):
+    assert parse(text, ("a", "b", "c")) == allowed
+
+
+@pytest.mark.parametrize("text", ["fast", "", "a,,b", "-all"])
+def test_a_bad_shortcuts_key_names_the_key(text):
+    with pytest.raises(ScenarioError, match=r"^shortcuts: "):
+        parse(text, ("a", "b"))
+
+
+def test_every_run_reports_its_shortcuts_and_none_means_none():
+    sc = build(loadtest.Scenario, {"duration_s": 5.0, "clients": {"count": 2, "in_flight": 5}})
+    assert set(loadtest.run(sc)["shortcuts_used"]) >= {"round_trips", "idle_decisions"}
+    sc = build(loadtest.Scenario, {"duration_s": 5.0, "shortcuts": "none", "clients": {"count": 2, "in_flight": 5}})
+    assert loadtest.run(sc)["shortcuts_used"] == []
