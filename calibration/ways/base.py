@@ -49,10 +49,11 @@ class Way:
     preset: ClassVar[str]  # the simulator's preset that reproduces it (experiments/scenarios)
     options: ClassVar[tuple[Option, ...]] = ()
     reference: ClassVar[bool] = False  # measured by the reference test: its row of calibration/reference/loadtest.toml
-    slowness: ClassVar[int] = 0  # its reference run's rank in wall time (higher: slower, sent to the pool first)
+    slowness: ClassVar[int] = 0  # its reference run's rank in wall time (higher: slower, sent to the fit's pool first)
 
     def plan(self, args: argparse.Namespace, name: str, out: Path) -> Plan:
-        """The apps (the first named ``name``), their containers and the cost bound of validated ``args``."""
+        """The apps, their containers and the cost bound of validated ``args``; ``name`` is the run's app name,
+        ``scalesim-cal-<what>-<run id>`` (app copies: each that and ``-copy-<i>``)."""
         raise NotImplementedError
 
     def sets(self, args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
