@@ -13,6 +13,7 @@ back) scores MISSING_TERM.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -20,13 +21,13 @@ import numpy as np
 
 from calibration import trace
 from calibration.targets import Prediction, Target, measured
+from calibration.ways import WAYS
 from experiments.cli import load_scenario, process_pool
 from models.inputs import loadtest
 from models.inputs.records import Window
 
 MISSING_TERM = 1e4  # a figure the model never produced: as bad as being 100 bands off
 EXTRA_METRICS = ("calls_issued", "calls_issued_per_s")  # reported next to the targets (errors' band, counting rule)
-SLOWEST_FIRST = ("server", "copies", "spawn", "batching")  # the pool takes the longest runs first (less idle time)
 
 Figures = dict[str, dict[str, float | None]]  # approach -> metric -> mean over seeds (None: not produced)
 
@@ -44,8 +45,15 @@ class Experiment:
 
 
 def reference(approach: str) -> Experiment:
-    """The reference load test of an approach (domain.md §1)."""
-    return Experiment(approach, f"loadtest-{approach}")
+    """The reference load test of an approach (domain.md §1): its way's preset (calibration/ways)."""
+    return Experiment(approach, WAYS[approach].preset)
+
+
+def slowest_first(name: str) -> float:
+    """The pool's order (the longest runs first: less idle time): by the ways' ``slowness``; an experiment without
+    one (a trace's) goes before them."""
+    way = WAYS.get(name)
+    return -way.slowness if way is not None and way.slowness else -math.inf
 
 
 def simulate(job: tuple[Experiment, tuple[str, ...], int, tuple[str, ...]]) -> dict:
@@ -129,7 +137,7 @@ class Objective:
         keys = tuple(dict.fromkeys([*(t.key for t in self.targets), *keys, *EXTRA_METRICS]))
         memo = (tuple(sets), approaches, keys)
         if memo not in self._cache:
-            order = sorted(approaches, key=lambda a: SLOWEST_FIRST.index(a) if a in SLOWEST_FIRST else -1)
+            order = sorted(approaches, key=slowest_first)
             jobs = [(self.experiment(a), (*self.extra, *sets), s, keys) for a in order for s in self.seeds]
             results = self.runner.map(simulate, jobs)
             self._cache[memo] = mean_figures((j[0].name, r) for j, r in zip(jobs, results, strict=True))

@@ -17,6 +17,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from calibration.ways import WAYS
+
 # The model's metric names (models/inputs/records.py ``summarize``).
 CALLS = "calls_per_s"
 FIRST = "first_n_back_s"
@@ -31,7 +33,8 @@ RELATIVE = {CALLS: 0.10, CONTAINERS: 0.10, FIRST: 0.20, P50: 0.30, P90: 0.30, P9
 ABSOLUTE_FLOOR_S, FLOOR_BELOW_S = 0.1, 0.5
 ERROR_SHARE = 0.01  # errors: measured 0; one band = 1% of the calls issued failing
 
-APPROACHES = ("spawn", "copies", "batching", "server")
+# the reference test's ways with measured figures (calibration/ways: ``reference``), in the registry's order
+APPROACHES = tuple(name for name, way in WAYS.items() if way.reference)
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,11 @@ def param(
     le: float | None = None,
     source: str = "",
     doc: str = "",
+    aliases: dict[str, str] | None = None,
 ) -> Any:
-    """A schema field: default, bounds, and where its value comes from (domain.md section or 'assumption')."""
-    meta = {"ge": ge, "gt": gt, "le": le, "source": source, "doc": doc}
+    """A schema field: default, bounds, and where its value comes from (domain.md section or 'assumption'). A choice
+    field's ``aliases``: deprecated spellings of its values, each replaced by its value when the scenario is built."""
+    meta = {"ge": ge, "gt": gt, "le": le, "source": source, "doc": doc, "aliases": aliases or {}}
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: default, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -147,6 +149,7 @@ def _coerce(tp: Any, value: Any, f: dataclasses.Field, key: str, base_dir: Path 
         return build(tp, value, key + ".", base_dir)
     if get_origin(tp) is Literal:
         choices = get_args(tp)
+        value = f.metadata.get("aliases", {}).get(value, value) if isinstance(value, str) else value
         if value not in choices:
             raise ScenarioError(f"{key}: must be one of {', '.join(map(str, choices))}; got {value!r}")
         return value

@@ -4,6 +4,7 @@ without credentials or network."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import inspect
 import math
@@ -24,7 +25,10 @@ from calibration import callers, trace
 from calibration import run as calrun
 from calibration.apps import coldstart, loadtest
 from calibration.apps import sandboxes as sbx
+from calibration.ways import WAYS
+from calibration.ways.base import Option, Way
 from experiments.cli import load_scenario
+from models.registry import MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -401,12 +405,80 @@ def test_bad_options_exit_2_naming_the_option(capsys: pytest.CaptureFixture, opt
 
 
 def test_scenario_keys_are_the_simulators() -> None:
-    for what in calrun.WHATS:
+    for what in WAYS:
         for extra in (["--batched"], []) if what == "batching" else ([],):
             args = calrun.parser().parse_args([what, "--run-id", "x", *extra])
             plan = calrun.make_plan(args)
             preset, sets = calrun.scenario(args, plan)
             load_scenario(preset, [f"{k}={v!r}".replace("'", '"') for k, v in sets.items()])
+
+
+@pytest.mark.parametrize("what", list(WAYS))
+def test_every_way_of_the_registry_has_a_plan_a_preset_and_a_dry_run(
+    what: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    way = WAYS[what]
+    assert way.name == what and isinstance(way, Way)
+    args = calrun.parser().parse_args([what, "--run-id", "t1", "--out", str(tmp_path)])
+    plan = calrun.make_plan(args)
+    assert plan.what == what and plan.apps and plan.containers > 0 and plan.cost() > 0
+    assert plan.apps[0].name.startswith(f"scalesim-cal-{what}-t1")
+    assert calrun.scenario(args, plan)[0] == way.preset and load_scenario(way.preset)
+    assert calrun.main([what, "--dry-run", "--run-id", "t1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"calibration.run {what}: run t1\n") and "upper-bound cost" in out and "dry run" in out
+    assert not any(tmp_path.iterdir())  # a dry run writes nothing
+
+
+def test_the_way_names_are_the_registrys() -> None:
+    # The command's choices, the fit's reference experiments and their presets come from WAYS; no module of
+    # calibration/ outside calibration/ways holds its own list of way names (a literal of two or more of them).
+    from calibration import objective, targets
+
+    choices = next(a.choices for a in calrun.parser()._actions if a.dest == "what")
+    assert list(choices) == list(WAYS)
+    assert targets.APPROACHES == ("spawn", "copies", "batching", "server")  # the reference table's rows, in order
+    assert {t.approach for t in targets.TARGETS} == set(targets.APPROACHES) and set(targets.APPROACHES) <= set(WAYS)
+    assert all(objective.reference(a).preset == WAYS[a].preset for a in targets.APPROACHES)
+    assert sorted(["trace", *targets.APPROACHES], key=objective.slowest_first) == [
+        "trace",
+        "server",
+        "copies",
+        "spawn",
+        "batching",
+    ]  # the longest runs first; a trace's experiment before them
+    ways = set(WAYS) - set(MODELS)  # "coldstart", "sandboxes": models' names too (sources.py, fit.py)
+    lists = []
+    for path in sorted((ROOT / "calibration").rglob("*.py")):
+        if "ways" in path.relative_to(ROOT / "calibration").parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Tuple | ast.List | ast.Set | ast.Dict):
+                items = node.keys if isinstance(node, ast.Dict) else node.elts
+                names = [n.value for n in items if isinstance(n, ast.Constant) and n.value in ways]
+                if len(names) > 1:
+                    lists.append(f"{path.relative_to(ROOT)}:{node.lineno} {names}")
+    assert lists == []
+
+
+def test_a_way_is_one_class_and_its_registry_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # A new way brings its option, plan and preset; the command, its checks and the dry run take it as they are.
+    class Echo(Way):
+        name = "echo"
+        preset = "loadtest-remote"
+        options = (Option("--echoes", int, 3, "echo: how many", (1, 9)),)
+
+        def plan(self, args: Any, name: str, out: Path) -> calrun.Plan:
+            n = args.echoes
+            return calrun.Plan(self.name, args.run_id, [], 0.125, 256, n, 1.0, n * 1.0, f"{n} echoes", 1.0, 1.0, out)
+
+    monkeypatch.setitem(WAYS, "echo", Echo())
+    assert calrun.main(["echo", "--echoes", "4", "--dry-run", "--run-id", "t1"]) == 0
+    assert "calls: 4 echoes" in capsys.readouterr().out
+    assert calrun.main(["echo", "--echoes", "10", "--dry-run"]) == 2
+    assert "--echoes: expected a number in [1, 9]" in capsys.readouterr().err
 
 
 class FakeDeployer:

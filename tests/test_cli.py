@@ -122,3 +122,29 @@ def test_calibration_fit_quick_writes_a_parameter_file_that_run_accepts(tmp_path
     assert run.main(["loadtest-spawn", "--params", str(out), "--set", "duration_s=5", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["calls_issued"] > 0
     assert cli("calibration.fit", "--seeds", "0").returncode == 2
+
+
+def test_app_copies_are_a_deployment_choice_and_copies_a_deprecated_alias_of_remote(tmp_path, capsys):
+    # Copies are `function.copies` with any call style: no "copies" approach; a scenario that still says
+    # approach = "copies" is built as "remote", to the same numbers, and the choices named in an error are the styles.
+    from experiments.cli import build_scenario, load_scenario
+    from models.inputs.approaches import APPROACHES
+
+    assert "copies" not in APPROACHES
+    preset = load_scenario("loadtest-copies")
+    assert preset.approach == "remote" and preset.function.copies == 8
+    f = tmp_path / "old.toml"
+    f.write_text(
+        'approach = "copies"\nduration_s = 5.0\n[function]\ncopies = 2\n[clients]\ncount = 3\nin_flight = 40\n'
+    )
+    old = build_scenario({"approach": "copies"})
+    assert old.approach == "remote" and old == build_scenario({"approach": "remote"})
+    outs = []
+    for sets in ([], ["--set", "approach=remote"], ["--set", "approach=spawn"]):
+        assert run.main([str(f), *sets, "--json"]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+        del outs[-1]["wall_s"]
+    assert outs[0] == outs[1] and outs[0]["scenario"]["approach"] == "remote"
+    assert (outs[2]["scenario"]["approach"], outs[2]["scenario"]["function"]["copies"]) == ("spawn", 2)  # any style
+    assert run.main(["loadtest-spawn", "--set", "approach=copie"]) == 2
+    assert "approach: must be one of remote, spawn, batching, server" in capsys.readouterr().err

@@ -105,7 +105,7 @@ def test_overhead_legs_on_a_warm_container(tiny):
 @pytest.mark.parametrize(
     "tree",
     [
-        {"approach": "copies", "function": {"max_inputs": 500, "copies": 0}, "clients": {"count": 3, "in_flight": 200}},
+        {"approach": "remote", "function": {"max_inputs": 500, "copies": 0}, "clients": {"count": 3, "in_flight": 200}},
         {"approach": "spawn", "clients": {"count": 2, "in_flight": 300, "retry": "backoff"}},
         # the end cuts trips short: no drain, legs longer than the gap between the last backs and the end
         {"approach": "remote", "drain_s": 0.0, "overhead": {"submit": "constant(0.7)", "result": "constant(0.3)"}},
@@ -156,7 +156,7 @@ def test_overhead_draws_come_from_their_own_streams():
     # lognormal overheads: reproducible from the seed, and the work draws are unchanged by them (common random
     # numbers); the server approach ignores them (it has server.proxy_latency_s)
     tree = {
-        "approach": "copies",
+        "approach": "remote",
         "duration_s": 5.0,
         "function": {"max_inputs": 500, "copies": 0},
         "clients": {"count": 2, "in_flight": 50},

@@ -23,7 +23,7 @@ from sim.scenario import ScenarioError
 from tests.conftest import columns, scenario
 
 COPIES = {
-    "approach": "copies",
+    "approach": "remote",
     "work": "uniform(1, 10)",
     "duration_s": 20.0,
     "function": {"max_inputs": 50, "copies": 0},
@@ -43,7 +43,7 @@ def test_the_parts_add_up_to_their_records_and_end_together():
     tree = {**COPIES, "function": {**COPIES["function"], "copies": 6, "containers": 1}}
     series: dict = {}
     sc = scenario(tree)
-    assert APPROACHES["copies"].parts(sc) == 5  # a part per client and its copy, one for the two idle copies
+    assert APPROACHES["remote"].parts(sc) == 5  # a part per client and its copy, one for the two idle copies
     m = loadtest.run(sc, seed=1, series=series, records=True)
     a = columns(m["records"])
     assert sorted(set(a["client"])) == [0, 1, 2, 3] and len(a["client"]) > 800
@@ -134,8 +134,8 @@ def test_copies_with_few_calls_share_a_part_and_each_call_reaches_its_own_copy(m
     monkeypatch.setattr(base, "PART_CALLS", 1000)
     tree = {**COPIES, "function": {**COPIES["function"], "copies": 7}, "clients": {"count": 9, "in_flight": 150}}
     sc = scenario(tree)
-    assert APPROACHES["copies"].parts(sc) == 2
-    assert [APPROACHES["copies"].copies_of(sc, p, 2) for p in (0, 1)] == [range(0, 5), range(5, 7)]
+    assert APPROACHES["remote"].parts(sc) == 2
+    assert [APPROACHES["remote"].copies_of(sc, p, 2) for p in (0, 1)] == [range(0, 5), range(5, 7)]
     seen: set[tuple[str, int]] = set()
     init, submit = Function.__init__, Function.submit
 

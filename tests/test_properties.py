@@ -17,7 +17,7 @@ dists = st.sampled_from(["constant(1)", "uniform(0.5, 3)", "exponential(1)", "lo
 
 scenarios = st.fixed_dictionaries(
     {
-        "approach": st.sampled_from(["remote", "spawn", "copies", "batching", "server"]),
+        "approach": st.sampled_from(["remote", "spawn", "batching", "server"]),
         "work": dists,
         "duration_s": st.floats(1, 20),
         "drain_s": st.sampled_from([0.0, 5.0, 300.0]),

@@ -78,7 +78,7 @@ def load_tests(draw: st.DrawFn, **fixed: st.SearchStrategy) -> dict:
     def pick(key: str, default: st.SearchStrategy):
         return draw(fixed.get(key, default))
 
-    approach = pick("approach", st.sampled_from(["remote", "spawn", "copies", "batching", "server"]))
+    approach = pick("approach", st.sampled_from(["remote", "spawn", "batching", "server"]))
     load = pick("load", st.sampled_from(["clients", "clients", "arrivals", "trace"]))
     if approach == "batching":
         load = "clients"
@@ -271,7 +271,7 @@ def test_skipped_idle_decisions_are_exact(tree, seed):
 @SETTINGS
 @given(
     load_tests(
-        approach=st.sampled_from(["remote", "spawn", "copies"]),
+        approach=st.sampled_from(["remote", "spawn"]),
         load=st.just("clients"),
         **{
             "clients.reissue": st.just(True),
@@ -288,7 +288,7 @@ def test_fused_round_trips_are_exact(tree, seed):
 @SETTINGS
 @given(
     load_tests(
-        approach=st.sampled_from(["remote", "spawn", "copies"]),
+        approach=st.sampled_from(["remote", "spawn"]),
         load=st.just("clients"),
         **{"function.copies": st.sampled_from([0, 2, 3, 4])},
     ),
@@ -326,7 +326,7 @@ def test_no_speed_constant_changes_a_number(tree, part_calls, block, near, seed)
 # --- common random numbers ------------------------------------------------------------------------------------
 @SETTINGS
 @given(
-    load_tests(approach=st.sampled_from(["remote", "spawn", "copies", "server", "batching"]), load=st.just("clients")),
+    load_tests(approach=st.sampled_from(["remote", "spawn", "server", "batching"]), load=st.just("clients")),
     st.integers(1, 4),
     st.integers(1, 4),
     st.sampled_from([0, 1, 2]),

@@ -2,11 +2,13 @@
 reference load test").
 
 The approach (``approach``: models/inputs/approaches/) says how calls are made and what they reach: ``remote``,
-``spawn``, ``copies``, ``batching`` or ``server``. The load (``load``) is closed-loop clients (models/inputs/clients.py)
-or open-loop arrivals (models/inputs/arrivals.py). Each Function (models/inputs/function.py) accepts and starts
-inputs on containers that its autoscaler (models/inputs/autoscaler.py) adds and removes; a monitor
-(models/inputs/monitor.py) samples what limits the run. On the Function path each call may pay per-call overhead
-(``overhead``: models/inputs/overhead.py). A run of independent parts (app copies) runs as such: models/inputs/parts.py.
+``spawn``, ``batching`` or ``server``; app copies (``function.copies``) are how the Function is deployed, with any of
+them (``approach = "copies"``, from when copies were an approach, is a deprecated alias of ``remote``). The load
+(``load``) is closed-loop clients (models/inputs/clients.py) or open-loop arrivals (models/inputs/arrivals.py). Each
+Function (models/inputs/function.py) accepts and starts inputs on containers that its autoscaler
+(models/inputs/autoscaler.py) adds and removes; a monitor (models/inputs/monitor.py) samples what limits the run. On
+the Function path each call may pay per-call overhead (``overhead``: models/inputs/overhead.py). A run of
+independent parts (app copies) runs as such: models/inputs/parts.py.
 """
 
 from __future__ import annotations
@@ -44,7 +46,12 @@ class _Scenario(Described):
     """A load test; each approach adds its own sections (``server``, ``batching``)."""
 
     model: Literal["function"] = param("function", doc="which model: function (this), sandboxes or coldstart")
-    approach: ApproachName = param("remote")
+    approach: ApproachName = param(
+        "remote",
+        doc="how calls are made: remote, spawn, batching or server; app copies are function.copies, with any of "
+        'them ("copies": a deprecated alias of "remote")',
+        aliases={"copies": "remote"},
+    )
     load: LoadName = param("clients")
     work: Dist = param(Uniform(1.0, 10.0), source="reference load test: sleep uniform(1, 10) s (domain.md §1)")
     duration_s: float = param(60.0, gt=0, source="reference load test: 60 s")

@@ -33,7 +33,7 @@ server.scaleup_window_s server.target_concurrency
 trace.function trace.path trace.scale trace.spread trace.start_minute
 """
 EVERY = any_of(KEYS)
-FUNCTION_CALLERS = one_of("remote", "spawn", "copies")  # approaches whose callers reach the Function's inputs directly
+FUNCTION_CALLERS = one_of("remote", "spawn")  # approaches whose callers reach the Function's inputs directly
 MAX_SLOTS = 1_000_000  # fifo: beyond, the events (the heap of slots would be the memory)
 
 
