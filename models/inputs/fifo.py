@@ -19,20 +19,17 @@ from __future__ import annotations
 
 from heapq import heapreplace
 from itertools import islice
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from models.inputs.arrivals import OpenLoop
 from models.inputs.autoscaler import ContainerPool
+from models.inputs.base import Scenario
 from models.inputs.function import full_pool_wait
 from models.inputs.overhead import is_zero
 from sim import engine
 from sim.dists import Constant
 from sim.engine import Sim
-
-if TYPE_CHECKING:
-    from models.inputs.loadtest import Scenario
 
 RECURSION = True  # False: such scenarios run on events, as any other (tests/test_fifo.py compares)
 BLOCK = 4096  # arrivals served at a time
