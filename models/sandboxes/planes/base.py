@@ -26,7 +26,6 @@ class Scenario(Protocol):
 
     @property
     def client(self) -> BenchmarkClientParams: ...
-
     @property
     def fleet(self) -> FleetParams: ...
 
