@@ -31,7 +31,8 @@ def module_names(root: Path) -> dict[str, Path]:
 def imports(name: str, path: Path, modules: dict[str, Path]) -> tuple[set[str], list[str]]:
     """The modules that ``name`` (at ``path``) imports: every import statement, wherever it is (at the top, under
     ``if TYPE_CHECKING:``, in a function), and every import by a literal name (``importlib.import_module``,
-    ``__import__``); and the lines of imports by a name that is not a literal (which no walk can follow)."""
+    ``__import__``); and the lines of imports by a name that is not a literal absolute one (which no walk can
+    follow)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found, unknown = set(), []
     for node in ast.walk(ast.parse(path.read_text())):
@@ -47,7 +48,7 @@ def imports(name: str, path: Path, modules: dict[str, Path]) -> tuple[set[str], 
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.Call) and ast.unparse(node.func).rpartition(".")[2] in DYNAMIC and node.args:
             arg = node.args[0]
-            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and not arg.value.startswith("."):
                 found.add(arg.value)
             else:
                 unknown.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
@@ -122,6 +123,9 @@ def test_the_walk_sees_typing_only_local_and_by_name_imports(tmp_path):
 
 def test_the_walk_refuses_an_import_by_a_computed_name(tmp_path):
     write(tmp_path, {"sim/__init__.py": "", "sim/a.py": 'import importlib\n\nimportlib.import_module("sim." + "b")\n'})
+    with pytest.raises(AssertionError, match=r"sim\.a:3"):
+        import_graph(tmp_path)
+    write(tmp_path, {"sim/a.py": 'import importlib\n\nimportlib.import_module(".b", "sim")\n'})  # relative
     with pytest.raises(AssertionError, match=r"sim\.a:3"):
         import_graph(tmp_path)
 
