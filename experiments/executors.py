@@ -8,14 +8,13 @@
   dependencies a run needs. Built and driven offline in the tests (a stand-in for ``starmap``); not run against the
   service here (no network to Modal).
 Each writes every row in the sweep's own process as its run finishes, so the results table, resume and progress are
-the same whatever the executor, and so are the rows (``experiments.sweep.run_point`` computes them all).
+the same whatever the executor, and so are the rows (``experiments.rows.run_point`` computes them all).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import itertools
 import time
 import uuid
@@ -26,6 +25,7 @@ from importlib import metadata
 from typing import Any
 
 from experiments.cli import process_pool
+from experiments.rows import failed_row, run_point
 from experiments.spec import Point
 from sim.scenario import ScenarioError
 
@@ -119,8 +119,6 @@ def run_on_dask(client: Any, todo: Iterator[tuple[Point, int]], write: Callable[
     A task that killed every worker it was given (``KilledWorker``) records that error in its row."""
     from distributed import as_completed
 
-    sweep = importlib.import_module("experiments.sweep")  # by reference, also when the sweep is __main__
-    task, failed_row = sweep.run_point, sweep.failed_row
     sweep_id = uuid.uuid4().hex[:12]  # keys unique per sweep and (point, seed): two sweeps on one cluster share none
     jobs: dict[Any, tuple[Point, int]] = {}
     written: set[tuple[int, int]] = set()
@@ -151,7 +149,7 @@ def run_on_dask(client: Any, todo: Iterator[tuple[Point, int]], write: Callable[
 
     try:
         for point, seed in todo:
-            fut = client.submit(task, point, seed, key=f"scalesim-{sweep_id}-{point.index}-{seed}")
+            fut = client.submit(run_point, point, seed, key=f"scalesim-{sweep_id}-{point.index}-{seed}")
             jobs[fut] = (point, seed)
             running.add(fut)
             if len(jobs) >= window():
@@ -167,7 +165,6 @@ def run_on_dask(client: Any, todo: Iterator[tuple[Point, int]], write: Callable[
 def run_on_pool(jobs: int, todo: Iterator[tuple[Point, int]], write: Callable[[dict], None]) -> None:
     """Run ``todo`` over ``jobs`` local worker processes, about twice as many queued as workers, writing each row as
     its run finishes."""
-    run_point = importlib.import_module("experiments.sweep").run_point
     with process_pool(jobs) as pool:
         pending: set[Future] = set()
         try:
@@ -198,7 +195,7 @@ MODAL_TIMEOUT_S = 3600  # the largest runs take minutes
 
 def run_point_on_modal(point: Point, seed: int) -> dict:
     """A sweep row computed in a Modal container (the same function as every other executor's)."""
-    return importlib.import_module("experiments.sweep").run_point(point, seed)
+    return run_point(point, seed)
 
 
 def modal_requirements() -> list[str]:
@@ -248,7 +245,6 @@ def run_on_modal(todo: Rows, write: Callable[[dict], None]) -> None:
     (``App.run``), writing each row here as its output arrives. Outputs come in input order (``order_outputs``), so
     an input that failed in Modal (its container lost, its timeout passed: ``return_exceptions``) records its error
     in its own row; a point's own errors are in the row run_point returns."""
-    failed_row = importlib.import_module("experiments.sweep").failed_row
     app, fn = modal_function()
     sent: deque[tuple[Point, int]] = deque()
 

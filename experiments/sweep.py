@@ -20,7 +20,6 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 from tqdm import tqdm
@@ -29,52 +28,16 @@ from experiments import executors, report
 from experiments.cli import (
     ArgParser,
     add_set_option,
-    build_scenario,
     cap_jobs,
     check_out,
     main_guard,
-    run_scenario,
 )
-from experiments.results import Appender, columns, done_rows, flat_metrics, read_results
-from experiments.spec import DEFAULT, Point, Spec, load_spec
-from models.registry import MODELS
-from sim.scenario import ScenarioError, flatten, to_dict
+from experiments.results import Appender, columns, done_rows, read_results
+from experiments.rows import run_point
+from experiments.spec import DEFAULT, Spec, load_spec
+from sim.scenario import ScenarioError
 
 # --- running ---------------------------------------------------------------------------------------------------
-
-
-def run_point(point: Point, seed: int) -> dict:
-    """One row: the point's parameters, the seed, its metrics, wall_s and error (empty if it ran)."""
-    row: dict[str, Any] = {"point": point.index, "variant": point.variant, "seed": seed}
-    t0 = time.perf_counter()
-    try:
-        tree, base = point.tree()
-        row.update(flatten(tree))
-        sc = build_scenario(tree, base)
-        row.update(flatten(to_dict(sc)))
-        metrics = run_scenario(sc, seed=seed)
-        row.update(flat_metrics(metrics, MODELS[sc.model].kinds))
-        row["error"] = ""
-    except ScenarioError as e:
-        row["error"] = str(e)
-    except Exception as e:  # a failing point records its error; the sweep goes on
-        row["error"] = f"{type(e).__name__}: {e}"
-    row["wall_s"] = time.perf_counter() - t0
-    return row
-
-
-def failed_row(point: Point, seed: int, error: str) -> dict:
-    """The row of a run that never returned (its task killed every worker that took it): the point's parameters as
-    far as they build, and the error."""
-    row: dict[str, Any] = {"point": point.index, "variant": point.variant, "seed": seed}
-    try:
-        tree, base = point.tree()
-        row.update(flatten(tree))
-        row.update(flatten(to_dict(build_scenario(tree, base))))
-    except Exception:  # its own error is in run_point's rows; this one says why the run was lost
-        pass
-    row["error"], row["wall_s"] = error, float("nan")
-    return row
 
 
 def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh: bool = False) -> pd.DataFrame:

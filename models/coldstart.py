@@ -39,7 +39,7 @@ import numpy as np
 
 from sim.model import Figure, Model, TimeSeries, records_frame
 from sim.rng import Streams
-from sim.scenario import Described, param, section
+from sim.scenario import Described, build, param, resolve, section
 from sim.stats import percentiles
 
 if TYPE_CHECKING:
@@ -101,8 +101,6 @@ class ColdStartScenario(Described):
 
 def load_program(name: str, mode: str) -> ColdStartParams:
     """The container-start model of a coldstart scenario (a preset name or file), in ``mode``."""
-    from sim.scenario import build, resolve
-
     tree, base = resolve(name)
     sc = build(ColdStartScenario, tree, base_dir=base)
     return dataclasses.replace(sc.coldstart, mode=mode) if mode else sc.coldstart

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from models.inputs.approaches import APPROACHES
 from models.inputs.loadtest import Scenario
 from models.registry import MODELS
@@ -14,35 +16,55 @@ from sim.scenario import schema_keys
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("sim", "models", "calibration", "experiments")
+DYNAMIC = ("import_module", "__import__")  # importlib.import_module("x"), __import__("x"): imports by name
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module → the project modules it imports at run time (imports under ``if TYPE_CHECKING:`` are not run)."""
-    modules = {
-        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+def module_names(root: Path) -> dict[str, Path]:
+    """Every module of the project's packages under ``root``, by its dotted name."""
+    return {
+        ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
         for pkg in PACKAGES
-        for p in (ROOT / pkg).rglob("*.py")
+        for p in (root / pkg).rglob("*.py")
     }
-    graph: dict[str, set[str]] = {}
+
+
+def imports(name: str, path: Path, modules: dict[str, Path]) -> tuple[set[str], list[str]]:
+    """The modules that ``name`` (at ``path``) imports: every import statement, wherever it is (at the top, under
+    ``if TYPE_CHECKING:``, in a function), and every import by a literal name (``importlib.import_module``,
+    ``__import__``); and the lines of imports by a name that is not a literal absolute one (which no walk can
+    follow)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found, unknown = set(), []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the module's package, up level - 1
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}".rstrip(".")
+            for alias in node.names:  # `from pkg import module` imports that module; else the module itself
+                sub = f"{base}.{alias.name}"
+                found.add(sub if sub in modules else base)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Call) and ast.unparse(node.func).rpartition(".")[2] in DYNAMIC and node.args:
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and not arg.value.startswith("."):
+                found.add(arg.value)
+            else:
+                unknown.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    return found, unknown
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module → the project modules it imports (``imports``: typing-only, local and by-name imports count too: each
+    is an edge, and a cycle through one is a cycle). Fails on an import by a name that is not a literal."""
+    modules = module_names(root)
+    graph, unknown = {}, []
     for name, path in modules.items():
-        tree = ast.parse(path.read_text())
-        typing_only = {
-            id(n)
-            for node in ast.walk(tree)
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-            for n in ast.walk(node)
-        }
-        deps = set()
-        for node in ast.walk(tree):
-            if id(node) in typing_only:
-                continue
-            if isinstance(node, ast.ImportFrom) and node.module:
-                for alias in node.names:  # `from pkg import module` imports a module; else the module itself
-                    sub = f"{node.module}.{alias.name}"
-                    deps.add(sub if sub in modules else node.module)
-            elif isinstance(node, ast.Import):
-                deps.update(alias.name for alias in node.names)
-        graph[name] = {d for d in deps if d in modules and d != name}
+        found, dynamic = imports(name, path, modules)
+        unknown += dynamic
+        graph[name] = {d for d in found if d in modules and d != name}
+    assert not unknown, f"imports by a computed name, which no walk can follow: {unknown}"
     return graph
 
 
@@ -72,6 +94,79 @@ def test_no_import_cycle_between_modules():
 
 def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def test_the_walk_sees_typing_only_local_and_by_name_imports(tmp_path):
+    write(
+        tmp_path,
+        {
+            "sim/__init__.py": "",
+            "sim/a.py": "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from sim.b import B\n",
+            "sim/b.py": 'import importlib\n\nC = importlib.import_module("sim.c")\n',
+            "sim/c.py": "def f():\n    from sim import a\n\n    return a\n",
+            "models/__init__.py": "",
+            "models/d.py": 'from importlib import import_module\n\nimport_module("sim.a")\n__import__("models.e")\n',
+            "models/e.py": "from . import d\n",
+        },
+    )
+    graph = import_graph(tmp_path)
+    assert graph["sim.a"] == {"sim.b"} and graph["sim.b"] == {"sim.c"} and graph["sim.c"] == {"sim.a"}
+    assert graph["models.d"] == {"sim.a", "models.e"} and graph["models.e"] == {"models.d"}
+    assert cycles(graph) == [["models.d", "models.e", "models.d"], ["sim.a", "sim.b", "sim.c", "sim.a"]]
+
+
+def test_the_walk_refuses_an_import_by_a_computed_name(tmp_path):
+    write(tmp_path, {"sim/__init__.py": "", "sim/a.py": 'import importlib\n\nimportlib.import_module("sim." + "b")\n'})
+    with pytest.raises(AssertionError, match=r"sim\.a:3"):
+        import_graph(tmp_path)
+    write(tmp_path, {"sim/a.py": 'import importlib\n\nimportlib.import_module(".b", "sim")\n'})  # relative
+    with pytest.raises(AssertionError, match=r"sim\.a:3"):
+        import_graph(tmp_path)
+
+
+def reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module that importing ``start`` imports, directly or not."""
+    seen, todo = set(), [start]
+    while todo:
+        for dep in graph[todo.pop()] - seen:
+            seen.add(dep)
+            todo.append(dep)
+    return seen
+
+
+# what sits above each family: the modules that build a run from its members, and the commands
+ABOVE = {
+    "models.sandboxes.planes.base": ("models.sandboxes.creation", "models.registry", "experiments.", "calibration."),
+    "models.inputs.approaches.base": (
+        "models.inputs.loadtest",
+        "models.inputs.parts",
+        "models.registry",
+        "experiments.",
+        "calibration.",
+    ),
+}
+
+
+def test_family_members_import_their_base_and_nothing_above_it():
+    graph = import_graph()
+    members = {
+        "models.sandboxes.planes.base": {plane.__module__ for plane in PLANES.values()},
+        "models.inputs.approaches.base": {type(approach).__module__ for approach in APPROACHES.values()},
+    }
+    assert set(members) == set(ABOVE)
+    for base, modules in members.items():
+        assert len(modules) >= 3
+        for module in modules:
+            reached = reach(graph, module)
+            assert base in reached, f"{module} does not import its family's base {base}"
+            above = sorted(m for m in reached if m.startswith(ABOVE[base]))
+            assert not above, f"{module} imports {above}, above its family's base {base}"
 
 
 def test_models_are_found_by_their_key_and_bring_their_schema():

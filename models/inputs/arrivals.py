@@ -1,49 +1,23 @@
 """Open-loop callers of a load test (the scenario's ``load`` key: ``arrivals`` and ``trace``; models/inputs/clients.py
 has what every caller shares).
 
-Open loop (``arrivals``): Poisson arrivals at ``rate`` per second × a demand shape over time (models/inputs/demand.py),
-drawn by thinning. Trace replay (``trace``): per-minute invocation counts replayed, each minute's calls at random
-offsets within it or all at its start. App copies share an open loop's arrivals round robin.
+Open loop (``arrivals``): Poisson arrivals at ``rate`` per second × a demand shape over time (models/inputs/demand.py,
+which holds the ``arrivals`` and ``trace`` sections), drawn by thinning. Trace replay (``trace``): per-minute
+invocation counts replayed, each minute's calls at random offsets within it or all at its start. App copies share an
+open loop's arrivals round robin.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from models.inputs.base import Scenario
 from models.inputs.clients import Load
-from models.inputs.demand import Shape, parse_shape
+from models.inputs.demand import Shape
 from sim.dists import Exponential
 from sim.engine import Sim
-from sim.scenario import param
-
-if TYPE_CHECKING:
-    from models.inputs.loadtest import Scenario
-
-
-@dataclass(frozen=True)
-class ArrivalParams:
-    rate: float = param(1.0, gt=0, doc="Poisson arrivals per second (× the shape)")
-    shape: str = param(
-        "steady", doc="the rate over time: steady, steps, sine, daily or bursts (models/inputs/demand.py)"
-    )
-
-    def __post_init__(self) -> None:
-        try:
-            parse_shape(self.shape)
-        except ValueError as e:
-            raise ValueError(f"shape: {e}") from None
-
-    @property
-    def profile(self) -> Shape:
-        return parse_shape(self.shape)
-
-    def mean_rate(self, duration: float) -> float:
-        """Arrivals per second over [0, duration)."""
-        return self.rate * self.profile.mean(duration)
 
 
 class OpenLoop(Load):

@@ -22,17 +22,14 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
-from models.inputs.overhead import leg
+from models.inputs.overhead import OverheadParams, leg
 from models.inputs.records import CallLog
 from sim.dists import Constant, Dist
 from sim.engine import DelayLine, Sim
 from sim.rng import PerClient, Streams
 from sim.scenario import param
-
-if TYPE_CHECKING:
-    from models.inputs.loadtest import Scenario
 
 
 @dataclass(frozen=True)
@@ -50,6 +47,19 @@ class ClientParams:
     connection_limit: int = param(
         1000, ge=0, source="assumption: aiohttp connector limit raised to the calls in flight; 0 = no limit"
     )
+
+
+class Scenario(Protocol):
+    """What the callers read of a load test's scenario (models/inputs/base.py's ``Scenario`` adds the rest)."""
+
+    @property
+    def work(self) -> Dist: ...
+    @property
+    def duration_s(self) -> float: ...
+    @property
+    def clients(self) -> ClientParams: ...
+    @property
+    def overhead(self) -> OverheadParams: ...
 
 
 class Target(Protocol):

@@ -111,6 +111,29 @@ def parse_shape(text: str) -> Shape:
     return Shape(kind, args)
 
 
+# --- the arrivals section: a Poisson rate × a shape ---------------------------------------------------------------
+@dataclass(frozen=True)
+class ArrivalParams:
+    rate: float = param(1.0, gt=0, doc="Poisson arrivals per second (× the shape)")
+    shape: str = param(
+        "steady", doc="the rate over time: steady, steps, sine, daily or bursts (models/inputs/demand.py)"
+    )
+
+    def __post_init__(self) -> None:
+        try:
+            parse_shape(self.shape)
+        except ValueError as e:
+            raise ValueError(f"shape: {e}") from None
+
+    @property
+    def profile(self) -> Shape:
+        return parse_shape(self.shape)
+
+    def mean_rate(self, duration: float) -> float:
+        """Arrivals per second over [0, duration)."""
+        return self.rate * self.profile.mean(duration)
+
+
 # --- traces of per-minute invocation counts (Azure Functions format) ----------------------------------------------
 @dataclass(frozen=True)
 class TraceParams:

@@ -20,18 +20,15 @@ from __future__ import annotations
 
 from heapq import heapreplace
 from itertools import islice
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from models.inputs.arrivals import OpenLoop
 from models.inputs.autoscaler import ContainerPool
+from models.inputs.base import Scenario
 from models.inputs.function import full_pool_wait
 from sim import engine
 from sim.engine import Sim
-
-if TYPE_CHECKING:
-    from models.inputs.loadtest import Scenario
 
 BLOCK = 4096  # arrivals served at a time (any size gives the same numbers: the draws come in their own batches)
 

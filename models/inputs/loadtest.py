@@ -20,10 +20,9 @@ from typing import TYPE_CHECKING, Literal
 from models.inputs import parts
 from models.inputs.approaches import APPROACHES
 from models.inputs.approaches.base import LOADS
-from models.inputs.arrivals import ArrivalParams
 from models.inputs.autoscaler import AutoscalerParams
 from models.inputs.clients import ClientParams
-from models.inputs.demand import TraceParams
+from models.inputs.demand import ArrivalParams, TraceParams
 from models.inputs.function import FunctionParams, LimitParams
 from models.inputs.monitor import diagnosis
 from models.inputs.overhead import OverheadParams

@@ -23,20 +23,17 @@ import multiprocessing
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from models.inputs.approaches import APPROACHES
+from models.inputs.base import Scenario
 from models.inputs.monitor import Monitor
 from models.inputs.records import CallLog, CallSummary, Window
 from sim import engine
 from sim.engine import Sim
 from sim.rng import Streams
 from sim.scenario import ScenarioError
-
-if TYPE_CHECKING:
-    from models.inputs.loadtest import Scenario
 
 MONITOR_DT = 0.5  # seconds between the monitor's samples (models/inputs/monitor.py) ...
 MONITOR_SAMPLES = 1000  # ... or longer, so that a long run takes at most this many

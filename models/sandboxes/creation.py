@@ -78,7 +78,8 @@ SandboxScenario = with_sections(_SandboxScenario, {p.section: p.Params for p in 
 
 
 class Creation:
-    """The benchmark client and the sandboxes' records: issues creates, hears them accepted and running."""
+    """The benchmark client and the sandboxes' records: issues creates, hears them accepted and running (the planes'
+    ``Client``: models/sandboxes/planes/base.py)."""
 
     def __init__(self, sim: Sim, sc: SandboxScenario) -> None:
         self.sim = sim

@@ -2,26 +2,25 @@
 
 An approach says how its calls are made (call style, HTTP or not), which callers make them (a ``Load`` of
 models/inputs/clients.py, or its own), what they call (one Function per app copy, or something else: the server's
-proxy), which scenario sections it adds, and the ideal rate with no overhead. Adding one is a module in this package
-and its line in ``APPROACHES`` (models/inputs/approaches/__init__.py).
+proxy), which scenario sections it adds, and the ideal rate with no overhead. It reads the scenario as
+models/inputs/base.py's ``Scenario`` protocol (and its own sections), never the schema, which is built from the
+approaches. Adding one is a module in this package and its line in ``APPROACHES``
+(models/inputs/approaches/__init__.py).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from models.inputs import fifo
 from models.inputs.arrivals import OpenLoop, TraceReplay
+from models.inputs.base import Scenario
 from models.inputs.clients import ClosedLoop, Load, Target
 from models.inputs.function import SYNC, Function
 from models.inputs.overhead import sampler
 from models.inputs.records import CallLog
 from sim.engine import Sim
 from sim.rng import Streams
-
-if TYPE_CHECKING:
-    from models.inputs.loadtest import Scenario
-
 
 # the callers a scenario's ``load`` key names: closed-loop clients, open-loop arrivals, a replayed trace
 LOADS: dict[str, type[Load]] = {"clients": ClosedLoop, "arrivals": OpenLoop, "trace": TraceReplay}

@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from models.inputs.approaches.base import Approach
+from models.inputs.base import Scenario
 from models.inputs.clients import Load, Target
 from models.inputs.records import CallLog
 from sim.engine import Sim
 from sim.rng import PerClient, Streams
 from sim.scenario import param
-
-if TYPE_CHECKING:
-    from models.inputs.loadtest import Scenario
 
 
 @dataclass(frozen=True)

@@ -27,18 +27,16 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from models.inputs.approaches.base import Approach
 from models.inputs.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
+from models.inputs.base import Scenario
 from models.inputs.clients import Load, Target
 from models.inputs.records import CallLog
 from sim.engine import Sim
 from sim.rng import Streams
 from sim.scenario import param
-
-if TYPE_CHECKING:
-    from models.inputs.loadtest import Scenario
 
 
 @dataclass(frozen=True)

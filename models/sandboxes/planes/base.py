@@ -1,23 +1,44 @@
 """What a sandbox control plane is, and what the three share (domain.md §2).
 
 A control plane takes create requests from the benchmark client (``submit``), places each sandbox on a worker of the
-fleet and tells the client when the create call returns (``Creation.placed_on`` or ``Creation.returned``); it
+fleet and tells the client when the create call returns (``Client.placed_at`` or ``Client.placed_on``); it
 names its own resources (``resources``: each a ``Meter`` whose busy time the run reads at the start and the end of
 its span, models/sandboxes/creation.py) and any figures of its own (``extra_metrics``).
+A plane knows the run above it only through the two protocols here: ``Scenario`` (what it reads of the scenario) and
+``Client`` (the two calls it makes back to the benchmark client); models/sandboxes/creation.py's ``SandboxScenario``
+and ``Creation`` are one of each, and no plane imports that module.
 Adding one: a module in this package (a subclass of ``ControlPlane`` with its ``name``, its scenario ``section`` and
 that section's ``Params``) and its line in ``PLANES`` (models/sandboxes/planes/__init__.py).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-from models.sandboxes.fleet import Fleet, Meter
+from models.sandboxes.fleet import BenchmarkClientParams, Fleet, FleetParams, Meter
 from sim.engine import Sim
 from sim.rng import Streams
 
-if TYPE_CHECKING:
-    from models.sandboxes.creation import Creation, SandboxScenario
+
+class Scenario(Protocol):
+    """What a control plane reads of a sandbox scenario: the client's round trip, the fleet, and its own section
+    (``getattr(sc, section)``, which the scenario gains from ``PLANES``)."""
+
+    @property
+    def client(self) -> BenchmarkClientParams: ...
+    @property
+    def fleet(self) -> FleetParams: ...
+
+
+class Client(Protocol):
+    """What a control plane tells the benchmark client: a sandbox placed on a worker."""
+
+    def placed_at(self, sandbox: int, worker: int, returns: float, starts: float) -> None:
+        """Placed now: its create call returns to the client at ``returns``, the worker begins its start path at
+        ``starts`` (both >= now)."""
+
+    def placed_on(self, sandbox: int, worker: int) -> None:
+        """Placed now: the create call returns now, the worker begins its start path once told by RPC."""
 
 
 class ControlPlane:
@@ -25,7 +46,7 @@ class ControlPlane:
     section: ClassVar[str]  # the scenario section holding its parameters
     Params: ClassVar[type]  # that section's frozen dataclass
 
-    def __init__(self, sim: Sim, sc: SandboxScenario, streams: Streams, fleet: Fleet, creation: Creation) -> None:
+    def __init__(self, sim: Sim, sc: Scenario, streams: Streams, fleet: Fleet, creation: Client) -> None:
         self.sim = sim
         self.p: Any = getattr(sc, self.section)
         self.fleet = fleet

@@ -25,17 +25,13 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from models.sandboxes.fleet import Fleet, Meter, Server, Servers
 from models.sandboxes.placement import least_of, worker_draws
-from models.sandboxes.planes.base import ControlPlane
+from models.sandboxes.planes.base import Client, ControlPlane, Scenario
 from sim.engine import Sim
 from sim.rng import Streams
 from sim.scenario import param
-
-if TYPE_CHECKING:
-    from models.sandboxes.creation import Creation, SandboxScenario
 
 
 @dataclass(frozen=True)
@@ -131,7 +127,7 @@ class Kubernetes(ControlPlane):
     section = "kubernetes"
     Params = KubernetesParams
 
-    def __init__(self, sim: Sim, sc: SandboxScenario, streams: Streams, fleet: Fleet, creation: Creation) -> None:
+    def __init__(self, sim: Sim, sc: Scenario, streams: Streams, fleet: Fleet, creation: Client) -> None:
         super().__init__(sim, sc, streams, fleet, creation)
         p = self.p
         self.nodes = sc.fleet.workers

@@ -18,17 +18,13 @@ Left out: the RPC storms and node management of the blog's list; Postgres replic
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from models.sandboxes.fleet import Fleet, Meter, Servers
 from models.sandboxes.placement import least_of, worker_draws
-from models.sandboxes.planes.base import ControlPlane
+from models.sandboxes.planes.base import Client, ControlPlane, Scenario
 from sim.engine import Sim
 from sim.rng import Streams
 from sim.scenario import param
-
-if TYPE_CHECKING:
-    from models.sandboxes.creation import Creation, SandboxScenario
 
 
 @dataclass(frozen=True)
@@ -49,7 +45,7 @@ class ModalV1(ControlPlane):
     section = "postgres"
     Params = PostgresParams
 
-    def __init__(self, sim: Sim, sc: SandboxScenario, streams: Streams, fleet: Fleet, creation: Creation) -> None:
+    def __init__(self, sim: Sim, sc: Scenario, streams: Streams, fleet: Fleet, creation: Client) -> None:
         super().__init__(sim, sc, streams, fleet, creation)
         p = self.p
         self.db = Servers(sim, p.connections)

@@ -23,19 +23,16 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 
 from models.sandboxes.fleet import Fleet, Group, Meter, Server, Servers
 from models.sandboxes.placement import worker_draws
-from models.sandboxes.planes.base import ControlPlane
+from models.sandboxes.planes.base import Client, ControlPlane, Scenario
 from sim.engine import Sim
 from sim.rng import Streams
 from sim.scenario import param
-
-if TYPE_CHECKING:
-    from models.sandboxes.creation import Creation, SandboxScenario
 
 
 @dataclass(frozen=True)
@@ -77,7 +74,7 @@ class ModalV2(ControlPlane):
     section = "scheduler"
     Params = SchedulerParams
 
-    def __init__(self, sim: Sim, sc: SandboxScenario, streams: Streams, fleet: Fleet, creation: Creation) -> None:
+    def __init__(self, sim: Sim, sc: Scenario, streams: Streams, fleet: Fleet, creation: Client) -> None:
         super().__init__(sim, sc, streams, fleet, creation)
         p = self.p
         self.workers = sc.fleet.workers
