@@ -1,6 +1,6 @@
 """The results table of a sweep: one row per (point, seed) with every parameter, the seed, the metrics, ``wall_s``
-and ``error``. This module owns its format (columns, flattening of metrics, reading, resuming); experiments/sweep.py
-writes it and experiments/report.py reads it.
+and ``error``. This module owns its format (columns, reading, resuming; a run's metrics become columns as their
+declaration says: sim/metrics.py); experiments/sweep.py writes it and experiments/report.py reads it.
 """
 
 from __future__ import annotations
@@ -12,47 +12,26 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.cli import build_scenario, run_scenario
-from models.registry import model_of
-from sim.scenario import ScenarioError, flatten, resolve, set_dotted, to_dict
+from experiments.cli import build_scenario
+from models.registry import MODELS
+from sim.scenario import ScenarioError, flatten, to_dict
 
 KEYS = ["point", "variant", "seed"]
 
 
-def flat_metrics(m: dict, kinds: Iterable[str]) -> dict:
-    """A run's metrics as flat columns: ``*_by_kind`` counts as ``<prefix>.<kind>`` for every kind the model reports
-    (plus ``<prefix>.other``), other dicts as ``<key>.<name>``; ``wall_s`` is the row's own."""
-    kinds = tuple(kinds)
-    out = {}
-    for k, v in m.items():
-        if k.endswith("_by_kind"):
-            prefix = k[: -len("_by_kind")]
-            for kind in kinds:
-                out[f"{prefix}.{kind}"] = v.get(kind, 0)
-            out[f"{prefix}.other"] = sum(n for kind, n in v.items() if kind not in kinds)
-        elif isinstance(v, dict):
-            out.update({f"{k}.{name}": x for name, x in v.items()})
-        elif k != "wall_s":
-            out[k] = v
-    return out
-
-
-def columns(scenarios: Iterable[str]) -> list[str]:
-    """The table's columns, fixed so that rows can be appended as they come: every parameter of each scenario's
-    model, and the metrics of a tiny run of each (the model's ``probe``)."""
+def columns(trees: Iterable[tuple[dict, Path | None]]) -> list[str]:
+    """The table's columns, fixed so that rows can be appended as they come: every parameter of each point's
+    scenario (a raw tree and the folder its files are found from) and every metric its model declares for it, in
+    order of first appearance; nothing is run. A point that does not build adds none (its row holds its error)."""
     params: dict[str, None] = {}
     metrics: dict[str, None] = {}
-    for scenario in dict.fromkeys(scenarios):
-        tree, base = resolve(scenario)
-        model = model_of(tree)
-        for key, value in model.probe.items():
-            set_dotted(tree, key, value)
+    for tree, base in trees:
         try:
             sc = build_scenario(tree, base)
         except ScenarioError:
             continue
         params.update(dict.fromkeys(flatten(to_dict(sc))))
-        metrics.update(dict.fromkeys(flat_metrics(run_scenario(sc, seed=0), model.kinds)))
+        metrics.update(dict.fromkeys(MODELS[sc.model].metrics(sc).columns()))
     return [*KEYS, *params, *metrics, "wall_s", "error"]
 
 

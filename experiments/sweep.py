@@ -35,7 +35,7 @@ from experiments.cli import (
     main_guard,
     run_scenario,
 )
-from experiments.results import Appender, columns, done_rows, flat_metrics, read_results
+from experiments.results import Appender, columns, done_rows, read_results
 from experiments.spec import DEFAULT, Point, Spec, load_spec
 from models.registry import MODELS
 from sim.scenario import ScenarioError, flatten, to_dict
@@ -53,7 +53,7 @@ def run_point(point: Point, seed: int) -> dict:
         sc = build_scenario(tree, base)
         row.update(flatten(to_dict(sc)))
         metrics = run_scenario(sc, seed=seed)
-        row.update(flat_metrics(metrics, MODELS[sc.model].kinds))
+        row.update(MODELS[sc.model].metrics(sc).flatten(metrics))
         row["error"] = ""
     except ScenarioError as e:
         row["error"] = str(e)
@@ -97,7 +97,7 @@ def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh
     }
     (out / "sweep.json").write_text(json.dumps(meta, indent=1))
 
-    header = columns(p.scenario for p in spec.points)
+    header = columns(p.tree() for p in spec.points)
     done = done_rows(results)
     total = len(spec.points) * spec.seeds
     todo = (  # lazily: a sweep of a hundred million seeds allocates nothing before its first run
