@@ -229,11 +229,11 @@ def run(sc: ColdStartScenario, seed: int = 0, series: dict | None = None, record
 
 
 METRICS = (
-    Metrics(Metric("cold_start_p0_s", "s", "derived", "container start, fastest"))
-    + percentile_metrics("cold_start", "container start (request to ready)")
+    Metrics(Metric("cold_start_p0_s", "s", "derived", "the fastest container start"))
+    + percentile_metrics("cold_start", "the container start (all its phases)")
     + Metrics(
-        Metric("cold_start_mean_s", "s", "derived", "container start, mean"),
-        *(Metric(f"phase_{p}_mean_s", "s", "derived", f"the {p} phase of a start, mean") for p in PHASES),
+        Metric("cold_start_mean_s", "s", "derived", "the mean container start"),
+        *(Metric(f"phase_{p}_mean_s", "s", "derived", f"the mean of a start's {p} phase") for p in PHASES),
         Metric("restore_fallbacks", "starts", "sum", "snapshot restores that failed and fell back to a lazy start"),
         Metric(
             "snapshot_creations", "snapshots", "sum", "memory snapshots made (first start on a host type, redeploys)"

@@ -35,7 +35,7 @@ WALL = "wall_s"
 @dataclass(frozen=True)
 class Metric:
     name: str
-    unit: str  # "calls/s", "s", "share" (a fraction of 1), "" (a name or a pure number) ...
+    unit: str  # "calls/s", "s", "share" (a fraction of 1), "name" (a text), "ratio" ...
     combine: str  # a key of COMBINE
     doc: str  # one line: what it counts, over what
     kind: str = "number"  # a key of KINDS
@@ -176,7 +176,7 @@ class Metrics:
 def percentile_metrics(prefix: str, doc: str, qs: tuple[int, ...] = (50, 90, 99), unit: str = "s") -> Metrics:
     """The metrics of sim/stats.py ``percentiles``: ``<prefix>_p<q>_s`` for each q (derived: no rule combines
     percentiles of parts)."""
-    return Metrics(*(Metric(f"{prefix}_p{q}_s", unit, "derived", f"{doc}: the {q}th percentile") for q in qs))
+    return Metrics(*(Metric(f"{prefix}_p{q}_s", unit, "derived", f"{q}th percentile of {doc}") for q in qs))
 
 
 # what every model's run reports about itself (a model declares those it reports)

@@ -110,14 +110,15 @@ def outcome_metrics(sc: Scenario, out: parts.Outcome, end: float) -> dict:
     return metrics
 
 
-# every metric of a run, in the order of its output and of a results table's columns (a resumed table's header)
+# every metric of a run, in the order of its output and of a results table's columns (that of the tables written
+# before the declaration, so that they resume): the parts' counts go in its middle, rejections and events apart
 METRICS = (
     CALL_METRICS
     + Metrics(parts.COUNTED["rejections_by_kind"])
     + LIMIT_METRICS
     + Metrics(
         Metric("ideal_calls_per_s", "calls/s", "derived", "calls/s with no overhead at all (the approach's rule)"),
-        *(parts.COUNTED[k] for k in ("containers_peak", "cold_starts", "container_seconds")),
+        *(m for m in parts.COUNTED if m.name not in ("rejections_by_kind", "events")),
         RUN["sim_time_s"],
         parts.COUNTED["events"],
         RUN["wall_s"],

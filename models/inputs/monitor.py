@@ -36,7 +36,7 @@ LIMITS = (*WAIT_LIMITS, *REJECTION_LIMITS.values())
 LIMIT_METRICS = Metrics(
     Metric(
         "binding_limit",
-        "",
+        "name",
         "derived",
         f"the limit that costs the most input-seconds ({', '.join(LIMITS)}), or none below {THRESHOLD:.0%}",
         kind="text",

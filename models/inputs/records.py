@@ -369,7 +369,8 @@ CALL_METRICS = (
         ),
     )
     + percentile_metrics(
-        "added_latency", "per input issued in the window and back successfully, response time minus its own work"
+        "added_latency",
+        "the added latency (response time minus own work, a chunk's: its slowest item's) of the inputs in `calls`",
     )
     + Metrics(
         Metric("errors", "calls", "sum", "failed calls back in the window"),

@@ -279,8 +279,8 @@ SUMMARY = (
         ),
         Metric("creation_rate_per_s", "sandboxes/s", "derived", "`sandboxes_created` ÷ the span"),
     )
-    + percentile_metrics("schedule_latency", "first create attempt to the create call's return", (50, 99))
-    + percentile_metrics("tti", "time to interactive: first create attempt to able to run user code")
+    + percentile_metrics("schedule_latency", "the time from first create attempt to the create call's return", (50, 99))
+    + percentile_metrics("tti", "time to interactive (first create attempt to able to run user code)")
     + Metrics(
         Metric("rejections", "placements", "sum", "placements refused (by a worker, or a conflicting commit)"),
         Metric("retries", "attempts", "sum", "create attempts made again"),
@@ -295,7 +295,7 @@ SUMMARY = (
         ),
         Metric(
             "bottleneck",
-            "",
+            "name",
             "derived",
             f"`capacity` (the fleet was full), else the most utilized resource if at least {LIMITING:.0%} busy, "
             "else `none`",

@@ -80,7 +80,7 @@ class ModalV2(ControlPlane):
     METRICS = Metrics(
         Metric(
             "stream_offered_load",
-            "",
+            "ratio",
             "derived",
             "publish rate ÷ one Redis stream's capacity; above 1, lag grows (modal-v2)",
         ),
