@@ -57,11 +57,21 @@ def done_rows(path: Path) -> set[tuple[int, int]]:
 
 class Appender:
     """Appends rows to a results CSV as runs finish, each flushed at once: a killed sweep loses nothing finished.
-    A row with a column outside the header keeps its known columns and says so in its ``error``."""
+    A row with a column outside the header keeps its known columns and says so in its ``error``. A table written
+    with other columns (by a model that declared other metrics) is not appended to: its rows would not line up."""
 
     def __init__(self, path: Path, header: list[str]) -> None:
         self.header = header
         new_file = not path.exists() or path.stat().st_size == 0
+        if not new_file:
+            with open(path, newline="") as f:
+                old = next(csv.reader(f), [])
+            if old != header:
+                new = [c for c in header if c not in old] or [c for c in old if c not in header] or ["their order"]
+                raise ScenarioError(
+                    f"{path}: written with other columns ({len(old)}, this sweep's {len(header)}: "
+                    f"{', '.join(new[:3])}{' ...' if len(new) > 3 else ''} differ); use --fresh or another --out"
+                )
         self._file = open(path, "a", newline="")  # noqa: SIM115 (closed by close(), the context manager's exit)
         self._writer = csv.DictWriter(self._file, fieldnames=header, restval="")
         if new_file:

@@ -21,7 +21,7 @@ from models.inputs import loadtest, parts
 from models.inputs.approaches import base
 from models.registry import MODELS
 from sim.metrics import Metric, Metrics
-from sim.scenario import PRESETS, resolve
+from sim.scenario import PRESETS, ScenarioError, resolve
 from tests.conftest import scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,6 +154,17 @@ def test_a_sweep_with_a_warm_up_keeps_every_metric(tmp_path):
     assert set(declared) <= set(table.columns)
     assert table["calls_per_s"].tolist() == pytest.approx([5, 9], rel=0.05)
     assert read_results(tmp_path / "mmc" / "results.csv")["wait_mean_s"].notna().all()
+
+
+def test_a_table_written_with_other_columns_is_not_appended_to(tmp_path):
+    out = tmp_path / "mmc"
+    api.sweep("mmc", factors={"arrivals.rate": [5]}, out=out)
+    results = out / "results.csv"
+    lines = results.read_text().splitlines()
+    results.write_text("\n".join([lines[0].replace(",wait_mean_s,", ",wait_s,"), *lines[1:]]) + "\n")
+    (out / "results.csv").with_name("spec.json").unlink()  # (the same sweep otherwise)
+    with pytest.raises(ScenarioError, match=r"written with other columns .*wait_mean_s differ"):
+        api.sweep("mmc", factors={"arrivals.rate": [5, 9]}, out=out)
 
 
 def test_the_report_explains_its_headline_metrics_from_the_declaration(tmp_path):
