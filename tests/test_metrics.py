@@ -156,6 +156,17 @@ def test_a_sweep_with_a_warm_up_keeps_every_metric(tmp_path):
     assert read_results(tmp_path / "mmc" / "results.csv")["wait_mean_s"].notna().all()
 
 
+def test_a_sweep_over_control_planes_keeps_each_planes_own_metrics(tmp_path):
+    """The columns come from every point's scenario (the probe ran each base scenario only: a plane set by a factor
+    lost its own metrics, and the row its numbers)."""
+    factors = {"control_plane": ["modal-v2", "modal-v1", "kubernetes"]}
+    table = api.sweep("sandboxes-v2", set={"sandboxes.count": 200}, factors=factors, out=tmp_path / "planes")
+    assert (table["error"] == "").all()
+    by_plane = table.set_index("control_plane")
+    assert by_plane.loc["modal-v1", "utilization.postgres"] > 0 and by_plane.loc["kubernetes", "etcd_writes"] > 0
+    assert by_plane.loc["modal-v2", "stream_lag_max_s"] > 0 and math.isnan(by_plane.loc["modal-v2", "resamples"])
+
+
 def test_a_table_written_with_other_columns_is_not_appended_to(tmp_path):
     out = tmp_path / "mmc"
     api.sweep("mmc", factors={"arrivals.rate": [5]}, out=out)
