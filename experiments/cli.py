@@ -118,11 +118,16 @@ class RunProgress:
 
 def run_scenario(sc: Any, seed: int = 0, series: dict | None = None, records: bool = False, jobs: int = 1) -> dict:
     """One run of a validated scenario by its model's run function, within its size budget (``jobs``: processes
-    for its independent parts, if it has any)."""
+    for its independent parts, if it has any); its metrics are exactly those its model declares for it
+    (sim/metrics.py: an undeclared one is an error), in their declared order."""
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise ScenarioError(f"--seed {seed}: must be a whole number from 0 to {MAX_SEED}")
     check_size(sc)
-    return MODELS[sc.model].run(sc, seed=seed, series=series, records=records, jobs=jobs)
+    model = MODELS[sc.model]
+    metrics = model.run(sc, seed=seed, series=series, records=records, jobs=jobs)
+    declared = model.metrics(sc)
+    declared.check(metrics, f"model {sc.model}")
+    return declared.ordered(metrics)
 
 
 def one_line(message: str) -> str:

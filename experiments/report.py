@@ -151,6 +151,11 @@ def make_report(
     cols = [scale, "variant", "seeds", "binding_limit"] + [f"{m}_{s}" for m in model.headline for s in ("mean", "ci95")]
     numbers = summary[[c for c in cols if c in summary]].sort_values(["variant", scale]) if len(summary) else summary
     errors = table[table["error"] != ""][["point", "variant", "seed", "error"]]
+    declared = model.metrics(scenario_of(ok.iloc[0]) if len(ok) else model.schema())
+    glossary = "".join(
+        f"<tr><td>{m.name}</td><td>{html.escape(m.unit)}</td><td>{html.escape(m.doc)}</td></tr>"
+        for m in (declared[k] for k in model.headline)
+    )
     first_rows = ok.groupby("variant", sort=False).head(1)
     scenarios = "".join(
         f"<details><summary>{html.escape(str(r['variant']))}</summary><pre>"
@@ -169,6 +174,7 @@ table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ccc;pa
 <p>{html.escape(intro)}</p>{_table(findings)}
 {"".join(_img(p) for p in pngs)}
 <h2>The numbers</h2>{_table(numbers)}
+<h2>What they are</h2><table><tr><th>metric</th><th>unit</th><th>what</th></tr>{glossary}</table>
 <h2>Runs with errors</h2>{_table(errors) if len(errors) else "<p>none</p>"}
 <h2>Scenarios (first point of each series)</h2>{scenarios}
 <h2>Versions</h2><pre>{html.escape(json.dumps(versions(), indent=1))}</pre>

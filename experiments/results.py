@@ -1,6 +1,6 @@
 """The results table of a sweep: one row per (point, seed) with every parameter, the seed, the metrics, ``wall_s``
-and ``error``. This module owns its format (columns, flattening of metrics, reading, resuming); experiments/sweep.py
-writes it and experiments/report.py reads it.
+and ``error``. This module owns its format (columns, reading, resuming; a run's metrics become columns as their
+declaration says: sim/metrics.py); experiments/sweep.py writes it and experiments/report.py reads it.
 """
 
 from __future__ import annotations
@@ -12,47 +12,26 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.cli import build_scenario, run_scenario
-from models.registry import model_of
-from sim.scenario import ScenarioError, flatten, resolve, set_dotted, to_dict
+from experiments.cli import build_scenario
+from models.registry import MODELS
+from sim.scenario import ScenarioError, flatten, to_dict
 
 KEYS = ["point", "variant", "seed"]
 
 
-def flat_metrics(m: dict, kinds: Iterable[str]) -> dict:
-    """A run's metrics as flat columns: ``*_by_kind`` counts as ``<prefix>.<kind>`` for every kind the model reports
-    (plus ``<prefix>.other``), other dicts as ``<key>.<name>``; ``wall_s`` is the row's own."""
-    kinds = tuple(kinds)
-    out = {}
-    for k, v in m.items():
-        if k.endswith("_by_kind"):
-            prefix = k[: -len("_by_kind")]
-            for kind in kinds:
-                out[f"{prefix}.{kind}"] = v.get(kind, 0)
-            out[f"{prefix}.other"] = sum(n for kind, n in v.items() if kind not in kinds)
-        elif isinstance(v, dict):
-            out.update({f"{k}.{name}": x for name, x in v.items()})
-        elif k != "wall_s":
-            out[k] = v
-    return out
-
-
-def columns(scenarios: Iterable[str]) -> list[str]:
-    """The table's columns, fixed so that rows can be appended as they come: every parameter of each scenario's
-    model, and the metrics of a tiny run of each (the model's ``probe``)."""
+def columns(trees: Iterable[tuple[dict, Path | None]]) -> list[str]:
+    """The table's columns, fixed so that rows can be appended as they come: every parameter of each point's
+    scenario (a raw tree and the folder its files are found from) and every metric its model declares for it, in
+    order of first appearance; nothing is run. A point that does not build adds none (its row holds its error)."""
     params: dict[str, None] = {}
     metrics: dict[str, None] = {}
-    for scenario in dict.fromkeys(scenarios):
-        tree, base = resolve(scenario)
-        model = model_of(tree)
-        for key, value in model.probe.items():
-            set_dotted(tree, key, value)
+    for tree, base in trees:
         try:
             sc = build_scenario(tree, base)
         except ScenarioError:
             continue
         params.update(dict.fromkeys(flatten(to_dict(sc))))
-        metrics.update(dict.fromkeys(flat_metrics(run_scenario(sc, seed=0), model.kinds)))
+        metrics.update(dict.fromkeys(MODELS[sc.model].metrics(sc).columns()))
     return [*KEYS, *params, *metrics, "wall_s", "error"]
 
 
@@ -78,11 +57,21 @@ def done_rows(path: Path) -> set[tuple[int, int]]:
 
 class Appender:
     """Appends rows to a results CSV as runs finish, each flushed at once: a killed sweep loses nothing finished.
-    A row with a column outside the header keeps its known columns and says so in its ``error``."""
+    A row with a column outside the header keeps its known columns and says so in its ``error``. A table written
+    with other columns (by a model that declared other metrics) is not appended to: its rows would not line up."""
 
     def __init__(self, path: Path, header: list[str]) -> None:
         self.header = header
         new_file = not path.exists() or path.stat().st_size == 0
+        if not new_file:
+            with open(path, newline="") as f:
+                old = next(csv.reader(f), [])
+            if old != header:
+                new = [c for c in header if c not in old] or [c for c in old if c not in header] or ["their order"]
+                raise ScenarioError(
+                    f"{path}: written with other columns ({len(old)}, this sweep's {len(header)}: "
+                    f"{', '.join(new[:3])}{' ...' if len(new) > 3 else ''} differ); use --fresh or another --out"
+                )
         self._file = open(path, "a", newline="")  # noqa: SIM115 (closed by close(), the context manager's exit)
         self._writer = csv.DictWriter(self._file, fieldnames=header, restval="")
         if new_file:

@@ -11,7 +11,6 @@ import time
 from typing import Any
 
 from experiments.cli import build_scenario, run_scenario
-from experiments.results import flat_metrics
 from experiments.spec import Point
 from models.registry import MODELS
 from sim.scenario import ScenarioError, flatten, to_dict
@@ -27,7 +26,7 @@ def run_point(point: Point, seed: int) -> dict:
         sc = build_scenario(tree, base)
         row.update(flatten(to_dict(sc)))
         metrics = run_scenario(sc, seed=seed)
-        row.update(flat_metrics(metrics, MODELS[sc.model].kinds))
+        row.update(MODELS[sc.model].metrics(sc).flatten(metrics))
         row["error"] = ""
     except ScenarioError as e:
         row["error"] = str(e)

@@ -1,9 +1,11 @@
-"""Run one scenario: ``python -m experiments.run SCENARIO [--set KEY=VALUE]... [--seed N] [--jobs N] [--json]``.
+"""Run one scenario: ``python -m experiments.run SCENARIO [--set KEY=VALUE]... [--seed N] [--jobs N] [--json]
+[--metrics]``.
 
 SCENARIO is a preset name (experiments/scenarios/NAME.toml) or a path to a TOML file. ``--params FILE`` overlays
 a parameter file (e.g. one written by ``calibration.fit``) before the ``--set`` overrides. ``--jobs N`` runs a load
 test's independent parts (app copies under closed-loop clients: models/inputs/parts.py) on N processes; the numbers
-are the same whatever N.
+are the same whatever N. ``--metrics`` prints, instead of running, the metrics the scenario's run reports as its
+model declares them (sim/metrics.py): a markdown table of metric, unit, how parts combine and what it is.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ def parser() -> ArgParser:
         "--jobs", type=int, default=1, help="processes for a run's independent parts (default 1; same numbers)"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics on stdout")
+    p.add_argument("--metrics", action="store_true", help="print the declared metrics of the scenario's run (no run)")
     return p
 
 
@@ -65,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def go() -> int:
         sc = load_scenario(args.scenario, args.sets, args.params)
+        if args.metrics:
+            print(MODELS[sc.model].metrics(sc).table())
+            return 0
         engine.PROGRESS = progress = RunProgress()  # a bar on a terminal once the run takes over 5 s
         try:
             metrics = run_scenario(sc, seed=args.seed, jobs=cap_jobs("experiments.run", args.jobs, args.jobs))

@@ -60,7 +60,7 @@ def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh
     }
     (out / "sweep.json").write_text(json.dumps(meta, indent=1))
 
-    header = columns(p.scenario for p in spec.points)
+    header = columns(p.tree() for p in spec.points)
     done = done_rows(results)
     total = len(spec.points) * spec.seeds
     todo = (  # lazily: a sweep of a hundred million seeds allocates nothing before its first run

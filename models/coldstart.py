@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from sim.metrics import RUN, Metric, Metrics, percentile_metrics
 from sim.model import Figure, Model, TimeSeries, records_frame
 from sim.rng import Streams
 from sim.scenario import Described, build, param, resolve, section
@@ -225,6 +226,23 @@ def run(sc: ColdStartScenario, seed: int = 0, series: dict | None = None, record
     return metrics
 
 
+METRICS = (
+    Metrics(Metric("cold_start_p0_s", "s", "derived", "the fastest container start"))
+    + percentile_metrics("cold_start", "the container start (all its phases)")
+    + Metrics(
+        Metric("cold_start_mean_s", "s", "derived", "the mean container start"),
+        *(Metric(f"phase_{p}_mean_s", "s", "derived", f"the mean of a start's {p} phase") for p in PHASES),
+        Metric("restore_fallbacks", "starts", "sum", "snapshot restores that failed and fell back to a lazy start"),
+        Metric(
+            "snapshot_creations", "snapshots", "sum", "memory snapshots made (first start on a host type, redeploys)"
+        ),
+        Metric("bytes_fetched", "bytes", "sum", "bytes read over the network (files, pages files)"),
+        Metric("starts", "starts", "sum", "container starts simulated (`coldstart.starts`)"),
+        RUN["wall_s"],
+    )
+)
+
+
 def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, list[dict]]:
     """Per series: the fastest and the slowest mean container start, and where."""
     rows = []
@@ -256,7 +274,7 @@ MODEL = Model(
         "bytes_fetched",
     ),
     label=lambda sc: f"mode {sc.coldstart.mode}",
-    probe={"coldstart.starts": 5},
+    metrics=lambda sc: METRICS,
     size=lambda sc: float(sc.coldstart.starts),
     unit="starts",
     budget=20e6,  # about a minute or two of wall time on the bench machine

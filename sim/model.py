@@ -2,16 +2,18 @@
 ``model`` key (models/registry.py).
 
 Everything outside a model (the commands, sweeps, reports, the notebook API) works from its descriptor and never
-names a model: the schema a scenario is validated into, the run function, the headline metrics, the tiny run a sweep
-probes for its columns, a run's size, and the report's figures and summary table. Figures are data (``Figure``,
-``TimeSeries``): experiments/plots.py draws each kind, so models import no plotting code.
+names a model: the schema a scenario is validated into, the run function, the metrics a run reports (declared:
+sim/metrics.py), the headline ones, a run's size, and the report's figures and summary table. Figures are data
+(``Figure``, ``TimeSeries``): experiments/plots.py draws each kind, so models import no plotting code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+from sim.metrics import Metrics
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,7 +66,7 @@ class Model:
     run: RunFunction
     headline: tuple[str, ...]  # what `experiments.run` prints and the report tabulates
     label: Callable[[Any], str]  # one phrase saying which variant a scenario is ("approach spawn")
-    probe: dict[str, Any]  # --set overrides that make a tiny run, to learn the metric columns
+    metrics: Callable[[Any], Metrics]  # every metric a run of the scenario reports, declared (a plane adds its own)
     size: Callable[[Any], float]  # calls, sandboxes or starts a run simulates (sweeps start the big ones first)
     unit: str  # what ``size`` counts
     budget: float  # the largest size a run may have unless the user raises it (SCALESIM_BUDGET, experiments/cli.py)
@@ -73,8 +75,6 @@ class Model:
     timeseries: TimeSeries
     # (heading, intro, rows): the report's first table, one row per series, from the summary (means over seeds)
     findings: Callable[[pd.DataFrame, str], tuple[str, str, list[dict]]]
-    # the kinds that ``*_by_kind`` metrics count: each is a fixed column of a results table (``errors.<kind>``)
-    kinds: tuple[str, ...] = field(default=())
 
 
 def records_frame(columns: dict, index: str) -> pd.DataFrame:

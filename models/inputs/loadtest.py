@@ -24,11 +24,12 @@ from models.inputs.autoscaler import AutoscalerParams
 from models.inputs.clients import ClientParams
 from models.inputs.demand import ArrivalParams, TraceParams
 from models.inputs.function import FunctionParams, LimitParams
-from models.inputs.monitor import diagnosis
+from models.inputs.monitor import LIMIT_METRICS, diagnosis
 from models.inputs.overhead import OverheadParams
-from models.inputs.records import ERROR_KINDS
+from models.inputs.records import CALL_METRICS
 from models.inputs.shortcuts import SHAPES
 from sim.dists import Dist, Uniform
+from sim.metrics import RUN, Metric, Metrics
 from sim.model import Figure, Model, TimeSeries, records_frame
 from sim.scenario import Described, param, section, with_sections
 from sim.shortcuts import Shortcuts, engine_shortcuts
@@ -97,27 +98,48 @@ def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool =
     if APPROACHES[sc.approach].parts(sc) == 1:
         used -= {"parts"}  # the run is one part: nothing to split
     out, end = parts.simulate(sc, seed, records, series is not None, used, jobs)
-    metrics = out.summary.metrics()
-    metrics["rejections_by_kind"] = dict(sorted(out.rejections.items()))
-    # a run that ends before its duration (all calls back, none reissued) is diagnosed over what it ran
-    span = min(end, sc.duration_s) - sc.warmup_s
-    metrics.update(diagnosis(out.waited, out.lost, out.capacity_per_s * span))
+    metrics = outcome_metrics(sc, out, end)
+    metrics["shortcuts_used"] = sorted(used)
     if series is not None:
         series.update(out.series)
         series["accepted"] = [s + p for s, p in zip(series["started"], series["pending"], strict=True)]
-    metrics.update(
-        ideal_calls_per_s=sc.ideal_calls_per_s(),
-        containers_peak=out.peak,
-        cold_starts=out.cold_starts,
-        container_seconds=out.container_seconds,
-        sim_time_s=end,
-        events=out.events,
-        shortcuts_used=sorted(used),
-    )
     metrics["wall_s"] = time.perf_counter() - wall0
     if records:
         metrics["records"] = records_frame(out.records, "input")
     return metrics
+
+
+def outcome_metrics(sc: Scenario, out: parts.Outcome, end: float) -> dict:
+    """The metrics of a run's outcome (or of one part's: tests/test_metrics.py combines the parts' by METRICS),
+    ``wall_s`` aside."""
+    # a run that ends before its duration (all calls back, none reissued) is diagnosed over what it ran
+    span = min(end, sc.duration_s) - sc.warmup_s
+    metrics = {
+        **out.summary.metrics(),
+        **out.counted,
+        **diagnosis(out.waited, out.lost, out.capacity_per_s * span),
+        "ideal_calls_per_s": sc.ideal_calls_per_s(),
+        "sim_time_s": end,
+    }
+    metrics["rejections_by_kind"] = dict(sorted(metrics["rejections_by_kind"].items()))
+    return metrics
+
+
+# every metric of a run, in the order of its output and of a results table's columns (that of the tables written
+# before the declaration, so that they resume): the parts' counts go in its middle, rejections and events apart
+METRICS = (
+    CALL_METRICS
+    + Metrics(parts.COUNTED["rejections_by_kind"])
+    + LIMIT_METRICS
+    + Metrics(
+        Metric("ideal_calls_per_s", "calls/s", "derived", "calls/s with no overhead at all (the approach's rule)"),
+        *(m for m in parts.COUNTED if m.name not in ("rejections_by_kind", "events")),
+        RUN["sim_time_s"],
+        parts.COUNTED["events"],
+        RUN["wall_s"],
+        RUN["shortcuts_used"],
+    )
+)
 
 
 SATURATION = 0.8  # a series has left the ideal line where its calls/s falls below this share of the ideal
@@ -163,7 +185,7 @@ MODEL = Model(
         "binding_share",
     ),
     label=lambda sc: f"approach {sc.approach}",
-    probe={"duration_s": 1.0, "clients.count": 1, "clients.in_flight": 1, "function.copies": 1},
+    metrics=lambda sc: METRICS,
     # calls over the run, and the calls in flight at the start on top (a short run of a huge burst)
     size=lambda sc: (
         (sc.ideal_calls_per_s() * sc.duration_s if sc.load != "clients" or sc.clients.reissue else 0)
@@ -204,5 +226,4 @@ MODEL = Model(
         right_label="containers",
     ),
     findings=findings,
-    kinds=ERROR_KINDS,
 )

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from sim.engine import Sim
+from sim.metrics import Metric, Metrics
 
 THRESHOLD = 0.05
 REJECTION_LIMITS = {
@@ -29,6 +30,23 @@ REJECTION_LIMITS = {
     "http_429": "http_429",
 }
 WAIT_LIMITS = ("start_rate", "autoscaler", "max_containers")
+LIMITS = (*WAIT_LIMITS, *REJECTION_LIMITS.values())
+
+# what ``diagnosis`` reports: from the parts' input-seconds added up, not from their shares
+LIMIT_METRICS = Metrics(
+    Metric(
+        "binding_limit",
+        "name",
+        "derived",
+        f"the limit that costs the most input-seconds ({', '.join(LIMITS)}), or none below {THRESHOLD:.0%}",
+        kind="text",
+    ),
+    Metric("binding_share", "share", "derived", "the binding limit's share of the input-seconds the load would hold"),
+    *(
+        Metric(f"limit_share_{k}", "share", "derived", f"{k}'s share of the input-seconds the load would hold")
+        for k in sorted(LIMITS)
+    ),
+)
 
 
 class Observed(Protocol):

@@ -29,14 +29,42 @@ import numpy as np
 from models.inputs.approaches import APPROACHES
 from models.inputs.base import Scenario
 from models.inputs.monitor import Monitor
-from models.inputs.records import CallLog, CallSummary, Window
+from models.inputs.records import ERROR_KINDS, CallLog, CallSummary, Window
 from sim import engine
 from sim.engine import Sim
+from sim.metrics import RUN, Metric, Metrics
 from sim.rng import Streams
 from sim.scenario import ScenarioError
 
 MONITOR_DT = 0.5  # seconds between the monitor's samples (models/inputs/monitor.py) ...
 MONITOR_SAMPLES = 1000  # ... or longer, so that a long run takes at most this many
+
+# the metrics a part counts for itself (its callers, pools and clock), each part's added up
+COUNTED = Metrics(
+    Metric(
+        "rejections_by_kind",
+        "attempts",
+        "sum",
+        "rejected attempts of the whole run by kind, retried or not (columns `rejections.<kind>`, `rejections.other`)",
+        kind="counts",
+        keys=ERROR_KINDS,
+        other=True,
+    ),
+    Metric(
+        "containers_peak",
+        "containers",
+        "sum",
+        "each Function's most containers (starting or ready) at once, summed over the Functions (and copies)",
+    ),
+    Metric("cold_starts", "containers", "sum", "containers started over the whole run"),
+    Metric(
+        "container_seconds",
+        "container-s",
+        "sum",
+        "what Modal bills: each container from its start (cold start included) to its removal",
+    ),
+    RUN["events"],
+)
 
 
 @dataclass
@@ -48,28 +76,21 @@ class Outcome:
     waited: dict[str, float]  # input-seconds pending, by reason (the monitor's)
     series: dict[str, list[float]] | None
     lost: dict[str, float]  # input-seconds lost to rejections, by kind
-    rejections: dict[str, int]
     capacity_per_s: float  # input-seconds per second the load holds in flight with nothing in its way (the run's)
-    peak: int  # the sum of the pools' peaks
-    cold_starts: int
-    container_seconds: float
-    events: int
+    counted: dict  # the metrics of COUNTED, combined by their declared rules
     records: dict[str, np.ndarray] | None
 
     def absorb(self, other: Outcome) -> None:
         """Add the outcome of the next part (its records aside: ``simulate`` joins them)."""
         self.summary.absorb(other.summary)
-        for totals, more in ((self.waited, other.waited), (self.lost, other.lost), (self.rejections, other.rejections)):
+        for totals, more in ((self.waited, other.waited), (self.lost, other.lost)):
             for k, v in more.items():
                 totals[k] = totals.get(k, 0) + v
         if self.series is not None and other.series is not None:
             for k, values in self.series.items():
                 if k != "t":
                     values[:] = [a + b for a, b in zip(values, other.series[k], strict=True)]
-        self.peak += other.peak
-        self.cold_starts += other.cold_starts
-        self.container_seconds += other.container_seconds
-        self.events += other.events
+        self.counted = COUNTED.combine(self.counted, other.counted)
 
 
 class Part:
@@ -114,12 +135,14 @@ class Part:
             waited=dict(self.monitor.waited),
             series=self.monitor.series,
             lost=dict(self.load.lost),
-            rejections=dict(self.load.rejections),
             capacity_per_s=self.load.capacity(1.0),
-            peak=sum(p.peak for p in pools),
-            cold_starts=sum(p.cold_starts for p in pools),
-            container_seconds=sum(p.container_seconds() for p in pools),
-            events=self.sim.events,
+            counted={
+                "rejections_by_kind": dict(self.load.rejections),
+                "containers_peak": sum(p.peak for p in pools),
+                "cold_starts": sum(p.cold_starts for p in pools),
+                "container_seconds": sum(p.container_seconds() for p in pools),
+                "events": self.sim.events,
+            },
             records=self.log.arrays() if self.records else None,
         )
 

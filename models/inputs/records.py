@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim.metrics import Metric, Metrics, percentile_metrics
 from sim.stats import NAN, LogHistogram, finite, mean_ci95
 
 # Every kind of rejection or failure the input plane reports: accept limits (models/inputs/function.py), the HTTP
@@ -350,3 +351,67 @@ class CallSummary:
             "calls_completed": n["calls_completed"],
             "calls_in_flight": n["calls_in_flight"],
         }
+
+
+# What ``CallSummary.metrics`` reports (``summarize`` says what each counts). "sum": a run in parts (the app copies
+# of models/inputs/parts.py, over one window) has the sum of its parts' values; the rest come from the merged sums.
+CALL_METRICS = (
+    Metrics(
+        Metric("calls", "calls", "sum", "calls issued (first attempt) in the window that came back successfully"),
+        Metric("calls_per_s", "calls/s", "sum", "`calls` ÷ the window's span (warm-up to duration)"),
+        Metric("calls_back", "calls", "sum", "successful calls back in the window, whenever issued"),
+        Metric("calls_back_per_s", "calls/s", "sum", "`calls_back` ÷ the window's span"),
+        Metric(
+            "first_n_back_s",
+            "s",
+            "derived",
+            "when the last of the N calls in flight at the start is back (null if one never is, or none succeeded)",
+        ),
+    )
+    + percentile_metrics(
+        "added_latency",
+        "the added latency (response time minus own work, a chunk's: its slowest item's) of the inputs in `calls`",
+    )
+    + Metrics(
+        Metric("errors", "calls", "sum", "failed calls back in the window"),
+        Metric(
+            "errors_by_kind",
+            "calls",
+            "sum",
+            f"`errors` by kind ({', '.join(ERROR_KINDS)}; columns `errors.<kind>`, `errors.other`)",
+            kind="counts",
+            keys=ERROR_KINDS,
+            other=True,
+        ),
+        Metric("errors_total", "calls", "sum", "failed calls of the whole run, before, in and after the window"),
+        Metric("retries", "attempts", "sum", "attempts made again, over the whole run"),
+        Metric("response_mean_s", "s", "derived", "mean response time of the inputs counted in `calls` (per input)"),
+        Metric("calls_in_flight_mean", "calls", "sum", "Little's L: calls issued and not yet back, time-averaged"),
+        Metric("calls_issued_per_s", "calls/s", "sum", "Little's λ: calls first issued in the window ÷ its span"),
+        Metric(
+            "calls_time_in_system_mean_s",
+            "s",
+            "derived",
+            "Little's W: back − first attempt of the calls issued in the window and back (calls-weighted)",
+        ),
+        Metric("inputs_in_flight_mean", "inputs", "sum", "as `calls_in_flight_mean`, a batched chunk one input"),
+        Metric("inputs_issued_per_s", "inputs/s", "sum", "as `calls_issued_per_s`, a batched chunk one input"),
+        Metric("inputs_time_in_system_mean_s", "s", "derived", "as `calls_time_in_system_mean_s`, per input"),
+        Metric(
+            "wait_mean_s",
+            "s",
+            "derived",
+            "mean wait (issue to start on a container) of the inputs issued in the window",
+        ),
+        Metric(
+            "wait_mean_ci95_s",
+            "s",
+            "derived",
+            f"95% CI half-width of `wait_mean_s`, by batch means over {CallSummary.SLICES} slices of the window",
+        ),
+        Metric("inputs", "inputs", "sum", "inputs issued over the whole run (a batched chunk is one)"),
+        Metric("calls_issued", "calls", "sum", "calls issued over the whole run"),
+        Metric("calls_completed", "calls", "sum", "calls back successfully over the whole run"),
+        Metric("calls_in_flight", "calls", "sum", "calls never back by the run's end"),
+    )
+)

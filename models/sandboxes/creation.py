@@ -42,6 +42,7 @@ import numpy as np
 from models.sandboxes.fleet import BenchmarkClientParams, Fleet, FleetParams, Meter, SandboxParams, capacity_error
 from models.sandboxes.planes import PLANES, ControlPlane
 from sim.engine import Sim
+from sim.metrics import RUN, Metric, Metrics, percentile_metrics
 from sim.model import Figure, Model, TimeSeries, records_frame
 from sim.rng import Streams
 from sim.scenario import Described, param, section, with_sections
@@ -268,6 +269,56 @@ def summarize(creation: Creation, sc: SandboxScenario, cp: ControlPlane, fleet: 
     }
 
 
+# what ``summarize`` reports before the control plane's own figures (``metrics`` adds them and the plane's resources)
+SUMMARY = (
+    Metrics(
+        Metric("sandboxes_requested", "sandboxes", "sum", "sandboxes the burst asks for (`sandboxes.count`)"),
+        Metric("sandboxes_issued", "sandboxes", "sum", "create requests the client sent before the run ended"),
+        Metric("sandboxes_created", "sandboxes", "sum", "sandboxes able to run user code by the run's end"),
+        Metric(
+            "creation_makespan_s", "s", "derived", "first create request to the last sandbox running (null: none ran)"
+        ),
+        Metric("creation_rate_per_s", "sandboxes/s", "derived", "`sandboxes_created` ÷ the span"),
+    )
+    + percentile_metrics("schedule_latency", "the time from first create attempt to the create call's return", (50, 99))
+    + percentile_metrics("tti", "time to interactive (first create attempt to able to run user code)")
+    + Metrics(
+        Metric("rejections", "placements", "sum", "placements refused (by a worker, or a conflicting commit)"),
+        Metric("retries", "attempts", "sum", "create attempts made again"),
+        Metric(
+            "utilization",
+            "share",
+            "derived",
+            "resource → busy fraction in [0, 1] over the span (the plane's resources, `rtnl_lock`, `client`; "
+            "columns `utilization.<resource>`)",
+            kind="counts",
+            keys=("client", "rtnl_lock"),  # and the plane's: ``metrics``
+        ),
+        Metric(
+            "bottleneck",
+            "name",
+            "derived",
+            f"`capacity` (the fleet was full), else the most utilized resource if at least {LIMITING:.0%} busy, "
+            "else `none`",
+            kind="text",
+        ),
+        Metric("worker_slots_filled", "share", "derived", "the most slots in use over the fleet at once ÷ all slots"),
+        Metric("worker_slots_in_use_max", "slots", "max", "the most slots in use on one worker at once"),
+    )
+)
+
+
+def metrics(sc: SandboxScenario) -> Metrics:
+    """Every metric a run of ``sc`` reports, in order: the summary's, its control plane's, the run's."""
+    plane = PLANES[sc.control_plane]
+    resources = sorted((*SUMMARY["utilization"].keys, *plane.RESOURCES))
+    return (
+        SUMMARY.with_keys("utilization", resources)
+        + plane.METRICS
+        + Metrics(RUN["events"], RUN["sim_time_s"], RUN["wall_s"])
+    )
+
+
 def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, list[dict]]:
     """Per series: where the creation rate peaks and what is most utilized there and at the largest scale."""
     rows = []
@@ -304,7 +355,7 @@ MODEL = Model(
         "worker_slots_filled",
     ),
     label=lambda sc: f"control plane {sc.control_plane}",
-    probe={"sandboxes.count": 10, "fleet.workers": 10},
+    metrics=metrics,
     size=lambda sc: float(sc.sandboxes.count),
     unit="sandboxes",
     budget=20e6,  # about a minute or two of wall time on the bench machine

@@ -3,7 +3,8 @@
 A control plane takes create requests from the benchmark client (``submit``), places each sandbox on a worker of the
 fleet and tells the client when the create call returns (``Client.placed_at`` or ``Client.placed_on``); it
 names its own resources (``resources``: each a ``Meter`` whose busy time the run reads at the start and the end of
-its span, models/sandboxes/creation.py) and any figures of its own (``extra_metrics``).
+its span, models/sandboxes/creation.py; their names declared in ``RESOURCES``) and any figures of its own
+(``extra_metrics``, declared in ``METRICS``: sim/metrics.py).
 A plane knows the run above it only through the two protocols here: ``Scenario`` (what it reads of the scenario) and
 ``Client`` (the two calls it makes back to the benchmark client); models/sandboxes/creation.py's ``SandboxScenario``
 and ``Creation`` are one of each, and no plane imports that module.
@@ -17,6 +18,7 @@ from typing import Any, ClassVar, Protocol
 
 from models.sandboxes.fleet import BenchmarkClientParams, Fleet, FleetParams, Meter
 from sim.engine import Sim
+from sim.metrics import Metrics
 from sim.rng import Streams
 
 
@@ -45,6 +47,8 @@ class ControlPlane:
     name: ClassVar[str]  # the scenario's ``control_plane`` value
     section: ClassVar[str]  # the scenario section holding its parameters
     Params: ClassVar[type]  # that section's frozen dataclass
+    RESOURCES: ClassVar[tuple[str, ...]]  # the names of ``resources()``
+    METRICS: ClassVar[Metrics] = Metrics()  # what ``extra_metrics()`` reports
 
     def __init__(self, sim: Sim, sc: Scenario, streams: Streams, fleet: Fleet, creation: Client) -> None:
         self.sim = sim
@@ -68,9 +72,9 @@ class ControlPlane:
         """A sandbox ended (``sandboxes.lifetime_s`` > 0); its worker slot is already free."""
 
     def resources(self) -> dict[str, Meter]:
-        """The plane's resources by name; the run reports each one's busy fraction over its span."""
+        """The plane's resources by name (``RESOURCES``); the run reports each one's busy fraction over its span."""
         raise NotImplementedError
 
     def extra_metrics(self) -> dict:
-        """Figures of this control plane's own, merged into the run's metrics."""
+        """Figures of this control plane's own (``METRICS``), merged into the run's metrics."""
         return {}

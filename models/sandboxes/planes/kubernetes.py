@@ -30,6 +30,7 @@ from models.sandboxes.fleet import Fleet, Meter, Server, Servers
 from models.sandboxes.placement import least_of, worker_draws
 from models.sandboxes.planes.base import Client, ControlPlane, Scenario
 from sim.engine import Sim
+from sim.metrics import Metric, Metrics
 from sim.rng import Streams
 from sim.scenario import param
 
@@ -125,6 +126,17 @@ class InFlight:
 class Kubernetes(ControlPlane):
     name = "kubernetes"
     section = "kubernetes"
+    RESOURCES = ("etcd", "apiserver_inflight", "scheduling_cycle", "binding_rate_limit")
+    METRICS = Metrics(
+        Metric("etcd_writes", "writes", "sum", "writes through the API server to etcd (kubernetes)"),
+        Metric("lease_writes", "writes", "sum", "node lease renewals written to etcd (kubernetes)"),
+        Metric(
+            "binding_waits",
+            "bindings",
+            "sum",
+            "bindings that waited for a token of the scheduler's rate limit (kubernetes)",
+        ),
+    )
     Params = KubernetesParams
 
     def __init__(self, sim: Sim, sc: Scenario, streams: Streams, fleet: Fleet, creation: Client) -> None:

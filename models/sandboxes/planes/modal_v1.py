@@ -23,6 +23,7 @@ from models.sandboxes.fleet import Fleet, Meter, Servers
 from models.sandboxes.placement import least_of, worker_draws
 from models.sandboxes.planes.base import Client, ControlPlane, Scenario
 from sim.engine import Sim
+from sim.metrics import Metric, Metrics
 from sim.rng import Streams
 from sim.scenario import param
 
@@ -43,6 +44,16 @@ class PostgresParams:
 class ModalV1(ControlPlane):
     name = "modal-v1"
     section = "postgres"
+    RESOURCES = ("postgres",)
+    METRICS = Metrics(
+        Metric(
+            "workflow_backlog_peak", "workflows", "max", "most finished sandboxes' workflows pending at once (modal-v1)"
+        ),
+        Metric("postgres_transactions", "transactions", "sum", "Postgres transactions (modal-v1)"),
+        Metric(
+            "resamples", "attempts", "sum", "placements tried again because both sampled workers were full (modal-v1)"
+        ),
+    )
     Params = PostgresParams
 
     def __init__(self, sim: Sim, sc: Scenario, streams: Streams, fleet: Fleet, creation: Client) -> None:

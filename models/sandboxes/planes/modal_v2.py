@@ -31,6 +31,7 @@ from models.sandboxes.fleet import Fleet, Group, Meter, Server, Servers
 from models.sandboxes.placement import worker_draws
 from models.sandboxes.planes.base import Client, ControlPlane, Scenario
 from sim.engine import Sim
+from sim.metrics import Metric, Metrics
 from sim.rng import Streams
 from sim.scenario import param
 
@@ -72,6 +73,19 @@ SAMPLE_ROUNDS = 8  # assumption: how often a scheduler samples again when its pi
 class ModalV2(ControlPlane):
     name = "modal-v2"
     section = "scheduler"
+    RESOURCES = ("schedulers", "redis_streams", "metadata_store")
+    METRICS = Metrics(
+        Metric(
+            "stream_offered_load",
+            "ratio",
+            "derived",
+            "publish rate ÷ one Redis stream's capacity; above 1, lag grows (modal-v2)",
+        ),
+        Metric(
+            "stream_lag_max_s", "s", "max", "the longest a worker's published state took to be delivered (modal-v2)"
+        ),
+        Metric("metadata_writes", "writes", "sum", "writes to the metadata store, off the critical path (modal-v2)"),
+    )
     Params = SchedulerParams
 
     def __init__(self, sim: Sim, sc: Scenario, streams: Streams, fleet: Fleet, creation: Client) -> None:
