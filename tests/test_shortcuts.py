@@ -301,6 +301,98 @@ def test_parts_are_exact_up_to_rounding(tree, part_calls, seed):
         check("parts", tree, seed)
 
 
+# what the properties found (issue 22), kept as examples: a container went idle while its pool slept, (1) with fewer
+# containers wanted than it had, at the same load, (2) with as many wanted, the load falling afterwards
+FOUND = [
+    (
+        {
+            "approach": "remote",
+            "load": "trace",
+            "duration_s": 3.0,
+            "warmup_s": 0.0,
+            "drain_s": 5.0,
+            "work": "constant(0.5)",
+            "function": {"max_inputs": 1, "target_inputs": 0, "containers": 0, "copies": 0},
+            "autoscaler": {
+                "interval_s": 1.0,
+                "scaleup_step": 0,
+                "burst_aware": False,
+                "size_to": "in_system",
+                "cold_start": "exponential(2.0)",
+                "buffer_containers": 1,
+                "scaledown_window_s": 2.0,
+            },
+            "limits": {"enabled": False},
+            "overhead": {"submit": "constant(0.25)", "dispatch": "constant(0)", "result": "constant(0.25)"},
+            "clients": {"count": 1, "in_flight": 1, "reissue": False},
+            "trace": {"path": "TRACE", "spread": "random", "scale": 0.015625, "start_minute": 0},
+        },
+        0,
+    ),
+    (
+        {
+            "approach": "spawn",
+            "load": "arrivals",
+            "duration_s": 11.350240083832935,
+            "warmup_s": 0.32734465319638256,
+            "drain_s": 300.0,
+            "work": "lognormal(2.9464124379809924, 1.2159616373142426)",
+            "limits": {
+                "enabled": True,
+                "sync_accept_rate": 228.34591826587385,
+                "sync_accept_burst": 143.08336359509133,
+                "sync_pending_cap": 199,
+                "sync_in_system_cap": 199,
+                "async_accept_rate": 1.1,
+                "async_accept_burst": 17.72545146956166,
+                "async_pending_cap": 324,
+                "start_rate": 1.0,
+                "start_burst": 17.42757084472068,
+                "start_ramp_per_s": 5.0,
+            },
+            "function": {"max_inputs": 7, "target_inputs": 6, "containers": 0, "copies": 1},
+            "autoscaler": {
+                "interval_s": 2.5,
+                "scaleup_step": 0,
+                "burst_aware": False,
+                "size_to": "in_system",
+                "cold_start": "constant(2.951226355537001)",
+                "min_containers": 0,
+                "max_containers": 0,
+                "buffer_containers": 0,
+                "scaledown_window_s": 2.00001,
+            },
+            "overhead": {
+                "submit": "uniform(0.1812511654941987, 0.2673666584579181)",
+                "dispatch": "constant(0)",
+                "result": "lognormal(0.07535701203491238, 0.7612720001043944)",
+            },
+            "clients": {
+                "count": 2,
+                "in_flight": 7,
+                "retry": "backoff",
+                "backoff_base_s": 0.6374939471763531,
+                "backoff_max_s": 3.675488619489101,
+                "reissue": False,
+                "connection_limit": 3,
+            },
+            "arrivals": {
+                "rate": 36.765649001192344,
+                "shape": "bursts(14.584633830055129, 2.383108972460457, 1.9250959696266983)",
+            },
+        },
+        10735,
+    ),
+]
+
+
+@pytest.mark.parametrize(("tree", "seed"), FOUND, ids=["ready-idle-at-the-same-load", "idle-then-the-load-falls"])
+def test_what_the_properties_found_stays_fixed(tree, seed):
+    if tree["load"] == "trace":
+        tree = {**tree, "trace": {**tree["trace"], "path": str(ROOT / "experiments" / "demand" / "azure-sample.csv")}}
+    check("idle_decisions", tree, seed)
+
+
 # --- no speed constant in the numbers -----------------------------------------------------------------------------
 @SETTINGS
 @given(load_tests(), st.integers(1, 50), st.sampled_from([1, 7, 4096]), st.sampled_from([2, 64, 1024]), SEEDS)

@@ -216,10 +216,9 @@ class ContainerPool:
     def went_idle(self) -> None:
         """A container of a sleeping pool has just become idle (its last input finished, or it is ready with nothing
         to run): if fewer containers are wanted it may retire once idle for the window, although the owner's load
-        may not have moved (issue 22: a pool asleep at the same load with no container idle slept past such a
-        retirement)."""
-        if self._clamped() < self.size:
-            self.poke()
+        may not have moved; if as many are wanted, it may once the load falls (issue 22: a pool that slept through
+        either missed the retirement)."""
+        self.poke()
 
     def decide(self) -> None:
         """One scaling decision."""
@@ -304,6 +303,8 @@ class ContainerPool:
             # decision's time, for containers idle since) plus the window
             target = max(self.sim.now, min(self._retire_from, self._grid + self.p.scaledown_window_s))
         else:
+            if self.asleep:  # nothing to decide now: watch the loads around this one (the idle set has changed)
+                self._sleep(True)
             return
         if target > self._due - 0.5 * self.p.interval_s:
             return  # the decision already scheduled is the first grid point at or after target (or earlier)
