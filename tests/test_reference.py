@@ -30,10 +30,12 @@ PARAMS = OUT.parent
 # model value}. In sample with the shipped parameters; left out with each approach's leave-out parameters.
 IN_SAMPLE_MISSES: dict[tuple[str, str], float] = {
     ("copies", "containers_peak"): 16,  # 2 per copy of 1,000 calls on containers of 500 (README, "Model selection")
-    # a figure that varies more from seed to seed (sd 0.35-0.42 s) than its band is wide: its mean over 16 seeds is
-    # 0.86 s with the copies simulated together and 0.92 s with each copy a part of its own (README, "Model selection")
-    ("copies", "added_latency_p90_s"): 0.8152,
+    # a figure that varies more from seed to seed (sd 0.40 s) than its band is wide, so it is judged by its mean over
+    # NOISY_SEEDS (0.92 s; over the fit's two seeds 1.27 s, inside the band only by the luck of the draws)
+    ("copies", "added_latency_p90_s"): 0.9156,
 }
+NOISY = {("copies", "added_latency_p90_s")}
+NOISY_SEEDS = range(16)
 LEFT_OUT_MISSES: dict[tuple[str, str], float] = {
     # without spawn, nothing pins the start limit down (only spawn binds on it): README, "Leave one approach out"
     ("spawn", "calls_per_s"): 408.8,
@@ -48,10 +50,10 @@ LEFT_OUT_MISSES: dict[tuple[str, str], float] = {
 
 
 @cache
-def figures(approach: str, params: Path | None = None) -> dict[str, float]:
-    """The mean over SEEDS of every metric of the reference test of ``approach`` (with a parameter file, if any)."""
+def figures(approach: str, params: Path | None = None, seeds: range = SEEDS) -> dict[str, float]:
+    """The mean over ``seeds`` of every metric of the reference test of ``approach`` (with a parameter file, if any)."""
     sc = load_scenario(f"loadtest-{approach}", [], [str(params)] if params else [])
-    runs = [loadtest.run(sc, seed=s) for s in SEEDS]
+    runs = [loadtest.run(sc, seed=s) for s in seeds]
     return {k: float(np.mean([r[k] for r in runs])) for k in runs[0] if isinstance(runs[0][k], int | float)}
 
 
@@ -65,7 +67,7 @@ def case(t: Target, misses: dict[tuple[str, str], float]) -> pytest.param:
 
 @pytest.mark.parametrize("target", [case(t, IN_SAMPLE_MISSES) for t in TARGETS])
 def test_in_sample_every_released_figure_within_its_band(target: Target):
-    got = figures(target.approach)[target.key]
+    got = figures(target.approach, None, NOISY_SEEDS if (target.approach, target.key) in NOISY else SEEDS)[target.key]
     assert target.within(got), f"{target.approach} {target.key}: model {got:.4g} vs measured {target.measured:g}"
 
 
