@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from models.inputs.overhead import leg
 from models.inputs.records import CallLog
 from sim.dists import Constant, Dist
-from sim.engine import DelayLine, Sim
+from sim.engine import DelayLine, HeapLine, Sim
 from sim.rng import Streams
 from sim.scenario import param
 
@@ -239,7 +239,7 @@ class ClosedLoop(Load):
         super().__init__(sim, sc, *args)
         self.reissue = sc.clients.reissue
         op = sc.overhead
-        self._trips: DelayLine | None = None  # the round trips under way (None: each leg its own event)
+        self._trips: DelayLine | HeapLine | None = None  # the round trips under way (None: each leg its own event)
         if self.reissue and self._submit is not None and self._turnable(op.submit) and self._turnable(op.result):
             self._r, self._s = op.result.x, op.submit.x
             self._trips = sim.line(self._r + self._s, shared=False)
@@ -271,8 +271,9 @@ class ClosedLoop(Load):
 
     def settle(self) -> None:
         """Trips under way at the end: the call came back and the next was made (it is in flight)."""
-        while self._trips is not None and self._trips.items:
-            self._reissue(self._trips.items.popleft()[3])
+        if self._trips is not None:
+            for _, call in self._trips.take():
+                self._reissue(call)
 
     def start(self) -> None:
         for client in self.clients:
