@@ -131,7 +131,7 @@ class Sim:
     def call_at(self, t: float, fn: Callable[[Any], Any], arg: Any = None) -> None:
         """Call ``fn(arg)`` at absolute time ``t`` (not before now: the per-call paths guarantee it)."""
         queue = self._queue
-        if t < self._horizon or len(queue) < self._near or t >= self._far:
+        if len(queue) < self._near or t < self._horizon or t >= self._far:
             heappush(queue, (t, NORMAL, next(self._eid), fn, arg))
             return
         entry = (t, NORMAL, next(self._eid), fn, arg)
