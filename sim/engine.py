@@ -40,7 +40,8 @@ import math
 from collections import deque
 from collections.abc import Callable
 from heapq import heappop, heappush
-from itertools import count
+from itertools import count, repeat
+from operator import length_hint
 from typing import Any
 
 import simpy
@@ -196,21 +197,21 @@ class Sim:
         heappush(queue, (until, URGENT, next(self._eid), _halt, run))  # the heap is never empty before it pops
         processed, loads = 0, self._loads
         checkpoint = -1.0  # the clock at the last stall check
-        steps = range(CHECK_EVENTS_MASK + 1)
-        done = 0
+        n = CHECK_EVENTS_MASK + 1
         try:
             while True:
+                steps = repeat(None, n)  # what is left of it tells how many ran when a halt ends it
                 try:
-                    for done in steps:  # noqa: B007 (the count of entries run when a halt ends the chunk)
+                    for _ in steps:
                         t, _, _, fn, arg = pop(queue)
                         env._now = t
                         fn(arg)
                 except _Halt as halt:
-                    processed += done  # the halt entry is not an event of the model
+                    processed += n - length_hint(steps) - 1  # the halt entry is not an event of the model
                     if halt.args[0] in (None, run):
                         return
                     continue  # the halt of an earlier run that stop() ended: not this run's end
-                processed += len(steps)  # every 2^16 entries: progress, and stalls
+                processed += n  # every 2^16 entries: progress, and stalls
                 checkpoint = _look_up(env._now, until, processed, checkpoint)
         finally:
             self.events += processed - (self._loads - loads)
