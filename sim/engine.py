@@ -22,7 +22,8 @@ them as it runs any entry, and the order of events is exactly that of one heap:
   Every entry due before the horizon is in the heap, so every entry pops in its order.
 - *Delay lines* (``Sim.line``): ``fn(arg)`` a constant delay after each ``push``, in push order, so the items wait in a
   FIFO beside the heap. Each item is the very entry ``call_in(delay, fn, arg)`` would have pushed (same time, same
-  id), but only the line's head is in the heap: when it pops, the next item goes in.
+  id), but only the line's head is in the heap: when it pops, the line calls the items after it that are due
+  before the heap's top (each is then the next event of all), and puts the next one in.
 
 Each has an off switch, ``Sim(calendar=False)`` and ``Sim(delay_lines=False)``: then every entry goes into the heap
 (a line's pushes become ``call_at`` entries with the same keys). The events run in the same order, at the same
@@ -124,6 +125,7 @@ class Sim:
         self._bucket_heap: list[int] = []  # the indices of the buckets that hold entries
         self._load_cb = self._load
         self._loads = 0  # load entries popped (not events of the model)
+        self._inline = 0  # line items called by the line itself, not popped (DelayLine._next)
 
     @property
     def now(self) -> float:
@@ -178,6 +180,8 @@ class Sim:
         """The delay line of ``delay`` seconds: ``push(fn, arg)`` calls ``fn(arg)`` that long after (one per delay,
         unless not ``shared``: a line of its own, for ``push_at``). Without delay lines, its pushes are heap
         entries."""
+        if not delay > 0:
+            raise ValueError(f"a delay line's delay must be > 0, got {delay}")
         for ln in self._lines:
             if shared and ln.shared and ln.delay == delay:
                 return ln
@@ -195,7 +199,7 @@ class Sim:
         self._runs += 1
         run = self._runs
         heappush(queue, (until, URGENT, next(self._eid), _halt, run))  # the heap is never empty before it pops
-        processed, loads = 0, self._loads
+        processed, loads, inline = 0, self._loads, self._inline
         checkpoint = -1.0  # the clock at the last stall check
         n = CHECK_EVENTS_MASK + 1
         try:
@@ -214,7 +218,7 @@ class Sim:
                 processed += n  # every 2^16 entries: progress, and stalls
                 checkpoint = _look_up(env._now, until, processed, checkpoint)
         finally:
-            self.events += processed - (self._loads - loads)
+            self.events += processed - (self._loads - loads) + (self._inline - inline)
 
 
 class DelayLine:
@@ -223,11 +227,12 @@ class DelayLine:
     entry pushed at the same moment would have been; only the head is in the heap, and when it pops (``_next``) the
     next item goes in, so the order of events is the same."""
 
-    __slots__ = ("_eid", "_env", "_fns", "_next_cb", "_queue", "delay", "items", "shared")
+    __slots__ = ("_armed", "_eid", "_env", "_fns", "_next_cb", "_queue", "_sim", "delay", "items", "shared")
 
     def __init__(self, sim: Sim, delay: float, shared: bool = True) -> None:
-        self._env, self._eid, self._queue = sim.env, sim._eid, sim._queue
+        self._sim, self._env, self._eid, self._queue = sim, sim.env, sim._eid, sim._queue
         self.delay, self.shared = delay, shared
+        self._armed = False  # the head is in the heap
         self.items: deque[tuple] = deque()  # (due, NORMAL, id, _next, arg): the head is also in the heap
         self._fns: deque[Callable[[Any], Any]] = deque()  # each item's fn
         self._next_cb = self._next
@@ -237,6 +242,7 @@ class DelayLine:
         items = self.items
         if not items:
             heappush(self._queue, entry)
+            self._armed = True
         items.append(entry)
         self._fns.append(fn)
 
@@ -247,6 +253,7 @@ class DelayLine:
         items = self.items
         if not items:
             heappush(self._queue, entry)
+            self._armed = True
         items.append(entry)
         self._fns.append(fn)
 
@@ -257,11 +264,25 @@ class DelayLine:
         return handle
 
     def _next(self, arg: Any) -> None:
-        items = self.items
+        """The head popped: call it, then call the items due before anything in the heap (each is then the next event
+        of all; up to INLINE of them), and put the next head in the heap."""
+        items, fns, queue = self.items, self._fns, self._queue
+        self._armed = False
         items.popleft()
-        if items:
-            heappush(self._queue, items[0])
-        self._fns.popleft()(arg)
+        fns.popleft()(arg)
+        for _ in range(INLINE):
+            if self._armed or not items:  # armed: a push into the empty line put its head in the heap
+                return
+            head = items[0]
+            if not head < queue[0]:
+                break
+            items.popleft()
+            self._env._now = head[0]
+            self._sim._inline += 1
+            fns.popleft()(head[4])
+        if items and not self._armed:
+            heappush(queue, items[0])
+            self._armed = True
 
     def take(self) -> list[tuple[Callable[[Any], Any], Any]]:
         """The run is over: remove the items still due and return them, ``(fn, arg)`` in order (the line is not run
@@ -340,6 +361,7 @@ STALL_EVENTS_MASK = 2**25 - 1
 CHECK_EVENTS_MASK = 2**16 - 1  # how often run() looks up from its loop (progress, then stalls)
 NEAR = 1024  # heap entries below which call_at pushes to the heap directly (read by Sim())
 BUCKETS_PER_S = 256.0  # the calendar's buckets per simulated second (a power of two: bucket bounds are exact)
+INLINE = 64  # line items a line calls itself, at most, before its head goes through the heap again (stall checks)
 LOAD = -1  # a load entry's priority: before SimPy's URGENT (0) and NORMAL (1) at the same time
 
 # A hook the commands set to show a long run's progress: called every 2^16 events with (now, until) (None: nothing).

@@ -137,12 +137,14 @@ def test_a_delay_line_runs_its_items_in_the_order_heap_entries_would(seed):
 SWITCHES = [(calendar, lines) for calendar in (True, False) for lines in (True, False)]
 
 
-def schedule_run(seed: int, calendar: bool, lines: bool, near: int, per_s: float, grid: float, burst: int) -> list:
+def schedule_run(
+    seed: int, calendar: bool, lines: bool, near: int, per_s: float, grid: float, burst: int, inline: int = 64
+) -> list:
     """A random schedule driven from callbacks: call_at and call_in at times on a grid of ``grid`` seconds (ties are
     common), pushes into two shared delay lines and one of its own (push_at), SimPy timeouts of a process, handles
     cancelled before or after they ran, and a stop; the calendar engages once ``near`` entries wait. Returns every
     execution as (time, tag), and the run's events count."""
-    engine.NEAR, engine.BUCKETS_PER_S = near, per_s  # read by Sim() (the test restores them)
+    engine.NEAR, engine.BUCKETS_PER_S, engine.INLINE = near, per_s, inline  # (the test restores them)
     rng = random.Random(seed)
     sim, seen = Sim(calendar=calendar, delay_lines=lines), []
     shared, other, own = sim.line(3 * grid), sim.line(0.5), sim.line(2 * grid, shared=False)
@@ -195,16 +197,17 @@ def schedule_run(seed: int, calendar: bool, lines: bool, near: int, per_s: float
     log2_per_s=st.integers(-2, 12),
     grid=st.sampled_from([1 / 1024, 1 / 256, 0.1, 0.25, 1.0]),
     burst=st.integers(1, 1500),
+    inline=st.sampled_from([0, 1, 64]),
 )
-def test_every_switch_and_constant_gives_the_same_events_in_the_same_order(seed, near, log2_per_s, grid, burst):
-    # The calendar and the delay lines on or off, NEAR and BUCKETS_PER_S anything: the same executions, at the same
-    # times, in the same order, the same events count. (burst > near: the calendar engages.)
-    saved = engine.NEAR, engine.BUCKETS_PER_S
+def test_every_switch_and_constant_gives_the_same_events_in_the_same_order(seed, near, log2_per_s, grid, burst, inline):
+    # The calendar and the delay lines on or off, NEAR, BUCKETS_PER_S and INLINE anything: the same executions, at the
+    # same times, in the same order, the same events count. (burst > near: the calendar engages.)
+    saved = engine.NEAR, engine.BUCKETS_PER_S, engine.INLINE
     try:
-        runs = [schedule_run(seed, cal, ln, near, 2.0**log2_per_s, grid, burst) for cal, ln in SWITCHES]
+        runs = [schedule_run(seed, cal, ln, near, 2.0**log2_per_s, grid, burst, inline) for cal, ln in SWITCHES]
         reference = schedule_run(seed, False, False, 10**9, 256.0, grid, burst)  # one heap, nothing else
     finally:
-        engine.NEAR, engine.BUCKETS_PER_S = saved
+        engine.NEAR, engine.BUCKETS_PER_S, engine.INLINE = saved
     assert len(reference) > burst
     for run in runs:
         assert run == reference
