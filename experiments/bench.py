@@ -10,7 +10,8 @@
   the same workload (same arrival rate, service distribution, servers and horizon, numbers drawn in batches as the
   model does) in the same process, at c = 10 (λ = 9/s) and c = 100 (λ = 90/s). The figure is the ratio of customers
   per wall second, model ÷ loop: 1.0 means as fast as a hand-rolled event loop. Also the same run on the Function's
-  events (``shortcuts = "all,-fifo"``), as any scenario that is not such a queue runs.
+  events (``shortcuts = "all,-fifo"``), as any scenario that is not such a queue runs, and the same queue written
+  on SimPy's own loop as callbacks on timeouts (``simpy_mmc``), both as ratios to the loop.
 - loadtest scale (issue 14): the reference load test grown with app copies (one copy per client, 1,000 calls in
   flight each, 60 s), at 1,000 clients (about 10 million calls) in a fresh process (wall, peak memory), its
   independent parts on one process and on two (``--jobs 2``: models/inputs/parts.py), and the exponent of
@@ -30,6 +31,7 @@ import time
 from collections import deque
 
 import numpy as np
+import simpy
 
 from experiments.cli import ArgParser, load_scenario
 from models.inputs import loadtest
@@ -84,6 +86,53 @@ def heapq_mmc(rate: float, servers: int, mean_service: float, horizon: float, se
     return served, waits / served
 
 
+def simpy_mmc(rate: float, servers: int, mean_service: float, horizon: float, seed: int) -> tuple[int, float]:
+    """The same M/M/c FIFO queue on SimPy's own loop, written as callbacks on timeouts (no processes: SimPy's fastest
+    way); returns (customers served, mean wait)."""
+    rng = np.random.default_rng(seed)
+    gaps: list[float] = []
+    services: list[float] = []
+    env = simpy.Environment()
+    timeout = env.timeout
+    queue: deque[float] = deque()
+    free, served, waits = servers, 0, 0.0
+
+    def gap() -> float:
+        if not gaps:
+            gaps.extend(rng.exponential(1.0 / rate, 4096).tolist())
+        return gaps.pop()
+
+    def service() -> float:
+        if not services:
+            services.extend(rng.exponential(mean_service, 4096).tolist())
+        return services.pop()
+
+    def arrive(_event: simpy.Event) -> None:
+        nonlocal free, served
+        nxt = gap()
+        if env.now + nxt < horizon:
+            timeout(nxt).callbacks.append(arrive)
+        if free:
+            free -= 1
+            served += 1
+            timeout(service()).callbacks.append(depart)
+        else:
+            queue.append(env.now)
+
+    def depart(_event: simpy.Event) -> None:
+        nonlocal free, served, waits
+        if queue:
+            waits += env.now - queue.popleft()
+            served += 1
+            timeout(service()).callbacks.append(depart)
+        else:
+            free += 1
+
+    timeout(gap()).callbacks.append(arrive)
+    env.run()
+    return served, waits / served
+
+
 SANDBOX_CHILD = """
 import json, resource, sys
 from experiments.cli import load_scenario, run_scenario
@@ -129,6 +178,7 @@ def mmc_ratio(servers: int, rate: float, horizon: float, repeat: int) -> dict:
     on_events = load_scenario("mmc", [*sets, "shortcuts=all,-fifo"], [])
     events_wall, _ = best_of(repeat, lambda: loadtest.run(on_events, seed=0))
     loop_wall, (served, _) = best_of(repeat, lambda: heapq_mmc(rate, servers, sc.work.mean, horizon, 0))
+    simpy_wall, (simpy_served, _) = best_of(repeat, lambda: simpy_mmc(rate, servers, sc.work.mean, horizon, 0))
     model_rate, loop_rate = m["calls_issued"] / model_wall, served / loop_wall
     return {
         "servers": servers,
@@ -136,10 +186,12 @@ def mmc_ratio(servers: int, rate: float, horizon: float, repeat: int) -> dict:
         "model_wall_s": round(model_wall, 4),
         "events_wall_s": round(events_wall, 4),
         "heapq_wall_s": round(loop_wall, 4),
+        "simpy_wall_s": round(simpy_wall, 4),
         "model_customers_per_wall_s": round(model_rate),
         "heapq_customers_per_wall_s": round(loop_rate),
         "ratio": round(model_rate / loop_rate, 3),
         "ratio_on_events": round(m["calls_issued"] / events_wall / loop_rate, 3),
+        "ratio_simpy_callbacks": round(simpy_served / simpy_wall / loop_rate, 3),
     }
 
 
@@ -271,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"mmc, c = {mm['servers']}: model {mm['model_customers_per_wall_s']} customers/wall s, heapq loop "
             f"{mm['heapq_customers_per_wall_s']}: ratio {mm['ratio']} (on events, without the recursion: "
-            f"{mm['ratio_on_events']})"
+            f"{mm['ratio_on_events']}; the same queue on SimPy callbacks: {mm['ratio_simpy_callbacks']})"
         )
     for mode, f in figures["simfaas"].items():
         print(

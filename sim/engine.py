@@ -1,32 +1,48 @@
-"""The simulation clock: a SimPy environment driven by a lean loop, with cheap callbacks for hot paths.
+"""The simulation clock: a SimPy environment driven by one lean loop, with cheap callbacks for hot paths.
 
-SimPy processes read best for slow control loops (the autoscaler); per-call paths run millions of events, and a
-generator process costs several times a plain callback (house-style.md, "Hot paths"). ``Sim.call_at`` and
-``Sim.call_in`` put an entry ``(time, priority, id, fn, arg)`` on SimPy's own event queue, beside SimPy's
-``(time, priority, id, event)`` entries and ordered like them (ids are unique, so the fifth element is never
-compared). ``Sim.run`` pops that queue itself: a callback entry is called as ``fn(arg)``, a SimPy event is processed
-exactly as ``simpy.Environment.step`` does. So callbacks and processes share one clock and one ordering, and the
-per-event cost is a heap pop and a call. (Use ``Sim.run``, not ``env.run``: SimPy's loop does not know callbacks.)
+SimPy processes read best for slow control loops (the monitor); per-call paths run millions of events, and a
+generator process costs several times a plain callback (house-style.md, "Hot paths"). Every entry of the event heap
+is ``(time, priority, id, fn, arg)``, ordered by (time, priority, id) (ids are unique, so ``fn`` is never compared),
+and ``Sim.run`` is one loop: pop the earliest entry, set the clock, call ``fn(arg)``. ``Sim.call_at`` and
+``Sim.call_in`` push such entries; SimPy's own events are pushed by its environment's ``schedule`` as
+``(time, priority, id, _step, event)``, and ``_step`` processes one exactly as ``simpy.Environment.step`` does. So
+callbacks and processes share one clock and one ordering. (Use ``Sim.run``, not ``env.run``: SimPy's loop does not
+know these entries.) ``Sim.schedule`` is ``call_at`` with a ``Handle`` whose ``cancel()`` makes the entry do nothing
+when its time comes (lazy deletion: nothing is searched for or removed, and ``call_at`` itself pays nothing for it).
 
-A heap entry costs more the larger the heap (a pop and a push: 1.8 µs at 10,000 entries, 5.6 µs at a million, on
-this project's bench machine), and a load test holds one entry per call in flight. So once the heap holds ``NEAR``
-entries, ``call_at`` puts an entry due at or after the *horizon* in a *calendar* instead (a calendar queue, Brown
-1988): buckets of 1/``BUCKETS_PER_S`` simulated seconds, appended to in O(1). ``run`` moves the earliest bucket into
-the heap whenever the heap's top is at or past the horizon, and moves the horizon to that bucket's end; every entry
-due before the horizon is in the heap, so the order of events is exactly that of one heap, and the heap holds what
-is due soon, not everything in flight.
+Two shortcuts keep the heap small (a heap entry costs more the larger the heap: a pop and a push, 1.8 µs at 10,000
+entries, 5.6 µs at a million, on this project's bench machine; a load test holds one entry per call in flight). Each
+is a *source* of entries that stands in the heap for what it holds by one entry of its own, so the one loop runs
+them as it runs any entry, and the order of events is exactly that of one heap:
 
-This reads three private attributes of ``simpy.Environment`` 4.x: ``_queue`` (the heap), ``_now`` (the clock) and
-``_eid`` (the insertion counter). pyproject.toml pins SimPy's major version; ``Sim()`` checks them and fails with a
-clear message if a SimPy release changes them (tests/test_engine.py).
+- The *calendar* (a calendar queue, Brown 1988): once the heap holds ``NEAR`` entries, ``call_at`` puts an entry due
+  at or after the *horizon* in a bucket of 1/``BUCKETS_PER_S`` simulated seconds instead, appended to in O(1). The
+  earliest bucket has a *load* entry in the heap at the bucket's start (priority ``LOAD``, before any other entry at
+  that time); when it is popped, the bucket's entries move into the heap and the horizon moves to the bucket's end.
+  Every entry due before the horizon is in the heap, so every entry pops in its order.
+- *Delay lines* (``Sim.line``): ``fn(arg)`` a constant delay after each ``push``, in push order, so the items wait in a
+  FIFO beside the heap. Each item is the very entry ``call_in(delay, fn, arg)`` would have pushed (same time, same
+  id), but only the line's head is in the heap: when it pops, the line calls the items after it that are due
+  before the heap's top (each is then the next event of all), and puts the next one in.
+
+Each has an off switch, ``Sim(calendar=False)`` and ``Sim(delay_lines=False)``: then every entry goes into the heap
+(a line's pushes become ``call_at`` entries with the same keys). The events run in the same order, at the same
+times, with every combination of the switches and any ``NEAR`` and ``BUCKETS_PER_S`` (tests/test_engine.py draws
+random schedules to check it).
+
+This reads and writes private attributes of ``simpy.Environment`` 4.x: ``_queue`` (the heap), ``_now`` (the clock),
+``_eid`` (the insertion counter), and replaces its ``schedule``. pyproject.toml pins SimPy's major version; ``Sim()``
+checks them and fails with a clear message if a SimPy release changes them (tests/test_engine.py).
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Collection
 from heapq import heappop, heappush
-from itertools import count
+from itertools import count, repeat
+from operator import length_hint
 from typing import Any
 
 import simpy
@@ -48,22 +64,70 @@ def _check_internals(env: simpy.Environment) -> None:
         )
 
 
-class Sim:
-    """One run's clock. ``env`` is a plain ``simpy.Environment`` for processes and timeouts."""
+class _Environment(simpy.Environment):
+    """SimPy's environment, its events queued as the engine's entries: ``(time, priority, id, _step, event)``."""
 
-    def __init__(self) -> None:
-        self.env = simpy.Environment()
+    def schedule(self, event: simpy.events.Event, priority: int = NORMAL, delay: float = 0) -> None:
+        heappush(self._queue, (self._now + delay, priority, next(self._eid), _step, event))
+
+    def step(self) -> None:
+        raise RuntimeError("this environment is driven by sim.engine.Sim.run, not by env.run or env.step")
+
+
+class Handle:
+    """A scheduled callback that can be cancelled (``Sim.schedule``, ``DelayLine.schedule``)."""
+
+    __slots__ = ("arg", "fn")
+
+    def __init__(self, fn: Callable[[Any], Any], arg: Any) -> None:
+        self.fn, self.arg = fn, arg
+
+    def cancel(self) -> None:
+        """The callback will not be called (its entry does nothing when its time comes). Harmless once it ran."""
+        self.fn, self.arg = _nothing, None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.fn is _nothing
+
+
+def _fire(handle: Handle) -> None:
+    handle.fn(handle.arg)
+
+
+def _nothing(_arg: Any) -> None:
+    pass
+
+
+class Sim:
+    """One run's clock. ``env`` is a SimPy environment for processes and timeouts. ``calendar`` and ``delay_lines``
+    switch the engine's two shortcuts (the same events in the same order either way)."""
+
+    def __init__(self, calendar: bool = True, delay_lines: bool = True) -> None:
+        self.env = _Environment()
         _check_internals(self.env)
-        self._queue = self.env._queue  # SimPy's event heap: (time, priority, id, event)
+        self._queue = self.env._queue  # the event heap: (time, priority, id, fn, arg)
         self._eid = self.env._eid  # its insertion counter (ties in time and priority go in order)
-        self.events = 0  # entries processed by run(): callbacks and SimPy events
+        self.events = 0  # entries of the model processed by run(): callbacks and SimPy events
+        self.delay_lines = delay_lines
         # the shortcuts the run's models may take (sim/shortcuts.py; a run sets it from its scenario)
         self.shortcuts: Collection[str] = EVERY_SHORTCUT
-        self._lines: list[DelayLine] = []
-        # the calendar: callback entries due at or after ``_horizon`` wait in buckets of BUCKET_S seconds
+        self._lines: list[DelayLine | HeapLine] = []
+        self._runs = 0  # run() calls so far: a halt entry belongs to one
+        # the calendar: entries due at or after ``_horizon`` wait in buckets of 1/BUCKETS_PER_S seconds, once the heap
+        # holds ``_near`` entries (never, without the calendar)
+        per_s = float(BUCKETS_PER_S)
+        if not (per_s > 0 and math.frexp(per_s)[0] == 0.5):
+            raise ValueError(f"BUCKETS_PER_S must be a power of two (bucket bounds exact), got {BUCKETS_PER_S}")
+        self._per_s = per_s
+        self._near = NEAR if calendar else math.inf
+        self._far = 2.0**52 / per_s  # entries due this late go to the heap (a bucket index must be an exact integer)
         self._horizon = 0.0
         self._buckets: dict[int, list[tuple]] = {}
         self._bucket_heap: list[int] = []  # the indices of the buckets that hold entries
+        self._load_cb = self._load
+        self._loads = 0  # load entries popped (not events of the model)
+        self._inline = 0  # line items called by the line itself, not popped (DelayLine._next)
 
     @property
     def now(self) -> float:
@@ -71,17 +135,21 @@ class Sim:
 
     def call_at(self, t: float, fn: Callable[[Any], Any], arg: Any = None) -> None:
         """Call ``fn(arg)`` at absolute time ``t`` (not before now: the per-call paths guarantee it)."""
-        queue, entry = self._queue, (t, NORMAL, next(self._eid), fn, arg)
-        if t < self._horizon or len(queue) < NEAR or t >= FAR:
-            heappush(queue, entry)
+        queue = self._queue
+        if len(queue) < self._near or t < self._horizon or t >= self._far:
+            heappush(queue, (t, NORMAL, next(self._eid), fn, arg))
             return
-        b = int(t * BUCKETS_PER_S)
+        entry = (t, NORMAL, next(self._eid), fn, arg)
+        b = int(t * self._per_s)
         bucket = self._buckets.get(b)
-        if bucket is None:
-            self._buckets[b] = [entry]
-            heappush(self._bucket_heap, b)
-        else:
+        if bucket is not None:
             bucket.append(entry)
+            return
+        self._buckets[b] = [entry]
+        buckets = self._bucket_heap
+        heappush(buckets, b)
+        if buckets[0] == b:  # the earliest bucket: its load entry, at its start (or now, if the clock is past it)
+            heappush(queue, (max(b / self._per_s, self.env._now), LOAD, 0, self._load_cb, b))
 
     def call_in(self, delay: float, fn: Callable[[Any], Any], arg: Any = None) -> None:
         """Call ``fn(arg)`` after ``delay`` seconds."""
@@ -89,21 +157,37 @@ class Sim:
             raise ValueError(f"negative delay {delay}")
         self.call_at(self.env._now + delay, fn, arg)
 
-    def _load(self) -> None:
-        """Move the calendar's next bucket into the heap (its entries are due before anything else left there)."""
-        b = heappop(self._bucket_heap)
-        queue = self._queue
-        for entry in self._buckets.pop(b):
-            heappush(queue, entry)
-        self._horizon = (b + 1) / BUCKETS_PER_S
+    def schedule(self, t: float, fn: Callable[[Any], Any], arg: Any = None) -> Handle:
+        """``call_at``, with a handle to cancel the call."""
+        handle = Handle(fn, arg)
+        self.call_at(t, _fire, handle)
+        return handle
 
-    def line(self, delay: float, shared: bool = True) -> DelayLine:
+    def _load(self, b: int) -> None:
+        """A load entry: move bucket ``b`` into the heap (its entries are due before anything else left there) and put
+        the next bucket's load entry in the heap (a second one for a bucket that has one does nothing)."""
+        self._loads += 1
+        bucket = self._buckets.pop(b, None)
+        if bucket is None:
+            return
+        buckets, queue = self._bucket_heap, self._queue
+        heappop(buckets)  # b: an earlier bucket's load entry would have popped before this one
+        for entry in bucket:
+            heappush(queue, entry)
+        self._horizon = (b + 1) / self._per_s
+        if buckets:
+            heappush(queue, (buckets[0] / self._per_s, LOAD, 0, self._load_cb, buckets[0]))
+
+    def line(self, delay: float, shared: bool = True) -> DelayLine | HeapLine:
         """The delay line of ``delay`` seconds: ``push(fn, arg)`` calls ``fn(arg)`` that long after (one per delay,
-        unless not ``shared``: a line of its own, for ``push_at``)."""
+        unless not ``shared``: a line of its own, for ``push_at``). Without delay lines, its pushes are heap
+        entries."""
+        if not delay > 0:
+            raise ValueError(f"a delay line's delay must be > 0, got {delay}")
         for ln in self._lines:
             if shared and ln.shared and ln.delay == delay:
                 return ln
-        ln = DelayLine(self, delay, shared)
+        ln = (DelayLine if self.delay_lines else HeapLine)(self, delay, shared)
         self._lines.append(ln)
         return ln
 
@@ -112,111 +196,145 @@ class Sim:
         heappush(self._queue, (self.env._now, URGENT, next(self._eid), _halt, None))
 
     def run(self, until: float) -> None:
-        """Process events in order until time ``until`` (events at ``until`` itself are left), ``stop()``, or an
-        empty queue."""
-        if self._lines:
-            self._run_with_lines(until)
-            return
+        """Process events in order until time ``until`` (events at ``until`` itself are left) or ``stop()``."""
         env, queue, pop = self.env, self._queue, heappop
-        heappush(queue, (until, URGENT, next(self._eid), _halt, None))
-        processed = 0
+        self._runs += 1
+        run = self._runs
+        heappush(queue, (until, URGENT, next(self._eid), _halt, run))  # the heap is never empty before it pops
+        processed, loads, inline = 0, self._loads, self._inline
         checkpoint = -1.0  # the clock at the last stall check
-        buckets = self._bucket_heap
-        try:
-            while queue:
-                if buckets and queue[0][0] >= self._horizon:
-                    self._load()
-                    continue
-                entry = pop(queue)
-                env._now = entry[0]
-                processed += 1
-                if not processed & CHECK_EVENTS_MASK:  # every 2^16 events: progress, and stalls
-                    checkpoint = _look_up(env._now, until, processed, checkpoint)
-                try:
-                    arg = entry[4]  # a callback: (time, priority, id, fn, arg)
-                except IndexError:
-                    arg = _EVENT
-                if arg is not _EVENT:
-                    entry[3](arg)
-                    continue
-                _step(entry[3])  # a SimPy event, (time, priority, id, event)
-        except _Halt:
-            processed -= 1  # the halt entry is not an event of the model
-        finally:
-            self.events += processed
-
-    def _run_with_lines(self, until: float) -> None:
-        """``run`` with delay lines: at each step the earliest of the heap's top and the lines' heads, by the same
-        (time, priority, id) order a heap entry would have had. (The halt entry at ``until`` keeps the heap from
-        emptying before the run ends.)"""
-        env, queue, pop = self.env, self._queue, heappop
-        lines = [ln.items for ln in self._lines]
-        heappush(queue, (until, URGENT, next(self._eid), _halt, None))
-        processed = 0
-        checkpoint = -1.0  # the clock at the last stall check
-        buckets = self._bucket_heap
+        n = CHECK_EVENTS_MASK + 1
         try:
             while True:
-                if buckets and queue[0][0] >= self._horizon:
-                    self._load()
-                    continue
-                head = None  # the earliest line head, (due, id, fn, arg), and its line
-                for items in lines:
-                    if items and (head is None or items[0] < head):
-                        head, line = items[0], items
-                if head is not None:
-                    t, top = head[0], queue[0]
-                    if t < top[0] or (t == top[0] and (top[1] > NORMAL or (top[1] == NORMAL and head[1] < top[2]))):
-                        line.popleft()
-                        env._now = t
-                        processed += 1
-                        if not processed & CHECK_EVENTS_MASK:
-                            checkpoint = _look_up(t, until, processed, checkpoint)
-                        head[2](head[3])
-                        continue
-                entry = pop(queue)
-                env._now = entry[0]
-                processed += 1
-                if not processed & CHECK_EVENTS_MASK:  # every 2^16 events: progress, and stalls
-                    checkpoint = _look_up(env._now, until, processed, checkpoint)
+                steps = repeat(None, n)  # what is left of it tells how many ran when a halt ends it
                 try:
-                    arg = entry[4]
-                except IndexError:
-                    arg = _EVENT
-                if arg is not _EVENT:
-                    entry[3](arg)
-                    continue
-                _step(entry[3])  # a SimPy event, (time, priority, id, event)
-        except _Halt:
-            processed -= 1
+                    for _ in steps:
+                        t, _, _, fn, arg = pop(queue)
+                        env._now = t
+                        fn(arg)
+                except _Halt as halt:
+                    processed += n - length_hint(steps) - 1  # the halt entry is not an event of the model
+                    if halt.args[0] in (None, run):
+                        return
+                    continue  # the halt of an earlier run that stop() ended: not this run's end
+                processed += n  # every 2^16 entries: progress, and stalls
+                checkpoint = _look_up(env._now, until, processed, checkpoint)
         finally:
-            self.events += processed
+            self.events += processed - (self._loads - loads) + (self._inline - inline)
 
 
 class DelayLine:
     """``fn(arg)`` a fixed ``delay`` after each ``push(fn, arg)``: a constant delay keeps its items in push order, so
-    they wait in a FIFO beside the heap instead of in it (a heap entry costs more the larger the heap). Each item keeps
-    the (time, id) key a heap entry pushed at the same moment would have had, and ``run`` merges the lines' heads with
-    the heap by that key, so the order of events is the same."""
+    they wait in a FIFO beside the heap instead of in it. Each item is the entry ``(due, NORMAL, id, ...)`` a heap
+    entry pushed at the same moment would have been; only the head is in the heap, and when it pops (``_next``) the
+    next item goes in, so the order of events is the same."""
 
-    __slots__ = ("_sim", "delay", "items", "shared")
+    __slots__ = ("_armed", "_eid", "_env", "_fns", "_next_cb", "_queue", "_sim", "delay", "items", "shared")
 
     def __init__(self, sim: Sim, delay: float, shared: bool = True) -> None:
-        self._sim, self.delay, self.shared = sim, delay, shared
-        self.items: deque[tuple[float, int, Callable[[Any], Any], Any]] = deque()
+        self._sim, self._env, self._eid, self._queue = sim, sim.env, sim._eid, sim._queue
+        self.delay, self.shared = delay, shared
+        self._armed = False  # the head is in the heap
+        self.items: deque[tuple] = deque()  # (due, NORMAL, id, _next, arg): the head is also in the heap
+        self._fns: deque[Callable[[Any], Any]] = deque()  # each item's fn
+        self._next_cb = self._next
 
     def push(self, fn: Callable[[Any], Any], arg: Any) -> None:
-        sim = self._sim
-        self.items.append((sim.env._now + self.delay, next(sim._eid), fn, arg))
+        entry = (self._env._now + self.delay, NORMAL, next(self._eid), self._next_cb, arg)  # push_at, inlined
+        items = self.items
+        if not items:
+            heappush(self._queue, entry)
+            self._armed = True
+        items.append(entry)
+        self._fns.append(fn)
 
     def push_at(self, due: float, fn: Callable[[Any], Any], arg: Any) -> None:
         """``fn(arg)`` at ``due``, which is about ``delay`` from now and no earlier than any item's before it (the
         caller's sum of its legs, rounded as it adds them: a line of its own)."""
-        self.items.append((due, next(self._sim._eid), fn, arg))
+        entry = (due, NORMAL, next(self._eid), self._next_cb, arg)
+        items = self.items
+        if not items:
+            heappush(self._queue, entry)
+            self._armed = True
+        items.append(entry)
+        self._fns.append(fn)
+
+    def schedule(self, fn: Callable[[Any], Any], arg: Any = None) -> Handle:
+        """``push``, with a handle to cancel the call."""
+        handle = Handle(fn, arg)
+        self.push(_fire, handle)
+        return handle
+
+    def _next(self, arg: Any) -> None:
+        """The head popped: call it, then call the items due before anything in the heap (each is then the next event
+        of all; up to INLINE of them), and put the next head in the heap."""
+        items, fns, queue = self.items, self._fns, self._queue
+        self._armed = False
+        items.popleft()
+        fns.popleft()(arg)
+        for _ in range(INLINE):
+            if self._armed or not items:  # armed: a push into the empty line put its head in the heap
+                return
+            head = items[0]
+            if not head < queue[0]:
+                break
+            items.popleft()
+            self._env._now = head[0]
+            self._sim._inline += 1
+            fns.popleft()(head[4])
+        if items and not self._armed:
+            heappush(queue, items[0])
+            self._armed = True
+
+    def take(self) -> list[tuple[Callable[[Any], Any], Any]]:
+        """The run is over: remove the items still due and return them, ``(fn, arg)`` in order (the line is not run
+        on after this)."""
+        out = [(fn, entry[4]) for fn, entry in zip(self._fns, self.items, strict=True)]
+        self.items.clear()
+        self._fns.clear()
+        return out
+
+
+class HeapLine:
+    """A delay line without the shortcut (``Sim(delay_lines=False)``): each push is a heap entry with the key a
+    ``DelayLine`` item would have had. It keeps its items for ``take``."""
+
+    __slots__ = ("_fire_cb", "_sim", "delay", "pending", "shared")
+
+    def __init__(self, sim: Sim, delay: float, shared: bool = True) -> None:
+        self._sim, self.delay, self.shared = sim, delay, shared
+        self.pending: deque[Handle] = deque()  # the items still due, in order
+        self._fire_cb = self._fire
+
+    def push(self, fn: Callable[[Any], Any], arg: Any) -> None:
+        self.push_at(self._sim.env._now + self.delay, fn, arg)
+
+    def push_at(self, due: float, fn: Callable[[Any], Any], arg: Any) -> None:
+        handle = Handle(fn, arg)
+        self.pending.append(handle)
+        self._sim.call_at(due, self._fire_cb, handle)
+
+    def schedule(self, fn: Callable[[Any], Any], arg: Any = None) -> Handle:
+        handle = Handle(fn, arg)
+        self.push(_fire, handle)
+        return handle
+
+    def _fire(self, handle: Handle) -> None:
+        if handle.cancelled:  # taken
+            return
+        self.pending.popleft()
+        handle.fn(handle.arg)
+
+    def take(self) -> list[tuple[Callable[[Any], Any], Any]]:
+        out = [(h.fn, h.arg) for h in self.pending]
+        for h in self.pending:
+            h.cancel()
+        self.pending.clear()
+        return out
 
 
 def _look_up(now: float, until: float, processed: int, checkpoint: float) -> float:
-    """run()'s look up from its loop, every 2^16 events: tell the progress hook; every 2^25, check that the clock has
+    """run()'s look up from its loop, every 2^16 entries: tell the progress hook; every 2^25, check that the clock has
     moved since the last check (else Stalled). Returns the clock at the last stall check."""
     if PROGRESS is not None:
         PROGRESS(now, until)
@@ -255,9 +373,10 @@ EVERY_SHORTCUT = _Every()
 # instant: the run-size budgets (experiments/cli.py) allow at most 10 million calls or 20 million sandboxes a run.
 STALL_EVENTS_MASK = 2**25 - 1
 CHECK_EVENTS_MASK = 2**16 - 1  # how often run() looks up from its loop (progress, then stalls)
-NEAR = 1024  # heap entries below which call_at pushes to the heap directly
+NEAR = 1024  # heap entries below which call_at pushes to the heap directly (read by Sim())
 BUCKETS_PER_S = 256.0  # the calendar's buckets per simulated second (a power of two: bucket bounds are exact)
-FAR = 2.0**52 / BUCKETS_PER_S  # entries due this late go to the heap (a bucket index must be an exact integer)
+INLINE = 64  # line items a line calls itself, at most, before its head goes through the heap again (stall checks)
+LOAD = -1  # a load entry's priority: before SimPy's URGENT (0) and NORMAL (1) at the same time
 
 # A hook the commands set to show a long run's progress: called every 2^16 events with (now, until) (None: nothing).
 PROGRESS: Callable[[float, float], None] | None = None
@@ -274,8 +393,8 @@ class Stalled(ScenarioError):
 
 
 class _Halt(Exception):
-    """Raised by the halt entry that ``run`` and ``stop`` schedule."""
+    """Raised by the halt entries that ``run`` (its run's number) and ``stop`` (None: the run going) schedule."""
 
 
-def _halt(_arg: None) -> None:
-    raise _Halt
+def _halt(run: int | None) -> None:
+    raise _Halt(run)

@@ -7,6 +7,8 @@ import random
 
 import pytest
 import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim import engine
 from sim.engine import Sim, SimPyInternalsChanged, _check_internals
@@ -132,34 +134,116 @@ def test_a_delay_line_runs_its_items_in_the_order_heap_entries_would(seed):
     assert len(with_line) > 100 and with_line == without
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_the_calendar_runs_entries_in_the_order_of_one_heap(seed, monkeypatch):
-    # Callbacks at times on a coarse grid (ties are common, some in one bucket, some far beyond it, some beyond the
-    # calendar's range), SimPy timeouts among them: with every entry through the calendar's buckets (NEAR = 0) the
-    # order of every call and the clock at each are those of one heap (NEAR larger than any queue).
-    def scenario(near: int) -> list[tuple[float, str]]:
-        monkeypatch.setattr(engine, "NEAR", near)
-        rng = random.Random(seed)
-        sim, seen = Sim(), []
+SWITCHES = [(calendar, lines) for calendar in (True, False) for lines in (True, False)]
 
-        def fire(tag: str) -> None:
-            seen.append((sim.now, tag))
-            if len(seen) > 3000:
-                return
-            for k in range(rng.randint(0, 3)):
-                delay = rng.choice([0.0, 1 / 1024, 1 / 256, 0.5, 1.0, 7.25, engine.FAR])
-                sim.call_in(delay, fire, f"{tag}.{k}")
 
-        def process():
-            while True:
-                yield sim.env.timeout(rng.choice([0.0, 1 / 256, 0.5]))
-                seen.append((sim.now, "process"))
+def schedule_run(
+    seed: int, calendar: bool, lines: bool, near: int, per_s: float, grid: float, burst: int, inline: int = 64
+) -> list:
+    """A random schedule driven from callbacks: call_at and call_in at times on a grid of ``grid`` seconds (ties are
+    common), pushes into two shared delay lines and one of its own (push_at), SimPy timeouts of a process, handles
+    cancelled before or after they ran, and a stop; the calendar engages once ``near`` entries wait. Returns every
+    execution as (time, tag), and the run's events count."""
+    engine.NEAR, engine.BUCKETS_PER_S, engine.INLINE = near, per_s, inline  # (the test restores them)
+    rng = random.Random(seed)
+    sim, seen = Sim(calendar=calendar, delay_lines=lines), []
+    shared, other, own = sim.line(3 * grid), sim.line(0.5), sim.line(2 * grid, shared=False)
+    handles = []
+    last_own = [0.0]
 
-        for i in range(20):
-            sim.call_at(rng.choice([0.0, 0.5, 1.0]), fire, str(i))
-        sim.env.process(process())
-        sim.run(until=60.0)
-        return seen
+    def fire(tag: str) -> None:
+        seen.append((sim.now, tag))
+        if len(seen) > 4000:
+            return
+        for k in range(rng.choice([0, 1, 1, 2, 3])):
+            child, what = f"{tag}.{k}", rng.random()
+            if what < 0.2:
+                sim.call_in(grid * rng.randint(0, 40), fire, child)
+            elif what < 0.35:
+                sim.call_at(sim.now + rng.choice([0.0, grid, 1 / 256, 7.25, 2.0**60]), fire, child)
+            elif what < 0.5:
+                (shared if rng.random() < 0.7 else other).push(fire, child)
+            elif what < 0.6:
+                due = max(last_own[0], sim.now + 2 * grid + rng.choice([0.0, grid / 3]))
+                last_own[0] = due
+                own.push_at(due, fire, child)
+            elif what < 0.75:
+                handles.append(sim.schedule(sim.now + grid * rng.randint(0, 30), fire, child))
+            elif what < 0.85:
+                handles.append(shared.schedule(fire, child))
+            elif handles:
+                handles.pop(rng.randrange(len(handles))).cancel()  # due yet or not, or already run
 
-    calendar, heap = scenario(0), scenario(10**9)
-    assert len(calendar) > 1000 and calendar == heap
+    def process():
+        while True:
+            yield sim.env.timeout(grid * rng.randint(0, 8))
+            seen.append((sim.now, "process"))
+
+    for i in range(burst):
+        sim.call_at(grid * rng.randint(0, 20), fire, str(i))
+    sim.env.process(process())
+    stop_at = grid * rng.randint(50, 400)
+    sim.call_at(stop_at, lambda _: sim.stop())
+    sim.run(until=1e9)  # stopped at stop_at
+    first = sim.now
+    sim.run(until=stop_at + grid * rng.randint(1, 200))  # and run on
+    return [*seen, ("events", sim.events), ("stopped", first), ("end", sim.now)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    near=st.sampled_from([0, 1, 16, 1024]),
+    log2_per_s=st.integers(-2, 12),
+    grid=st.sampled_from([1 / 1024, 1 / 256, 0.1, 0.25, 1.0]),
+    burst=st.integers(1, 1500),
+    inline=st.sampled_from([0, 1, 64]),
+)
+def test_every_switch_and_constant_gives_the_same_events_in_the_same_order(seed, near, log2_per_s, grid, burst, inline):
+    # The calendar and the delay lines on or off, NEAR, BUCKETS_PER_S and INLINE anything: the same executions, at the
+    # same times, in the same order, the same events count. (burst > near: the calendar engages.)
+    saved = engine.NEAR, engine.BUCKETS_PER_S, engine.INLINE
+    try:
+        runs = [schedule_run(seed, cal, ln, near, 2.0**log2_per_s, grid, burst, inline) for cal, ln in SWITCHES]
+        reference = schedule_run(seed, False, False, 10**9, 256.0, grid, burst)  # one heap, nothing else
+    finally:
+        engine.NEAR, engine.BUCKETS_PER_S, engine.INLINE = saved
+    assert len(reference) > burst
+    for run in runs:
+        assert run == reference
+
+
+def test_a_cancelled_call_does_nothing_wherever_it_waits():
+    for calendar, lines in SWITCHES:
+        sim, seen = Sim(calendar=calendar, delay_lines=lines), []
+        engine_near = engine.NEAR
+        for i in range(engine_near + 10):  # enough entries that the calendar engages
+            sim.call_at(100.0 + i, seen.append, i)
+        far = sim.schedule(50.0, seen.append, "calendar")  # in a bucket (once the heap holds NEAR entries)
+        near = sim.schedule(0.0, seen.append, "heap")
+        line = sim.line(1.0)
+        on_line = line.schedule(seen.append, "line")
+        kept = line.schedule(seen.append, "kept")
+        for h in (far, near, on_line):
+            h.cancel()
+        assert far.cancelled and not kept.cancelled
+        sim.run(until=99.0)
+        assert seen == ["kept"] and sim.events == 4  # a cancelled entry still pops (lazy deletion): a no-op
+        kept.cancel()  # after it ran: harmless
+        assert not [s for s in seen if s in ("calendar", "heap", "line")]
+
+
+def test_buckets_per_s_must_be_a_power_of_two(monkeypatch):
+    monkeypatch.setattr(engine, "BUCKETS_PER_S", 100.0)
+    with pytest.raises(ValueError, match="power of two"):
+        Sim()
+
+
+def test_a_line_taken_at_the_end_gives_its_items_in_order():
+    for lines in (True, False):
+        sim, seen = Sim(delay_lines=lines), []
+        line = sim.line(5.0, shared=False)
+        for t in (1.0, 2.0, 3.0):
+            sim.call_at(t, lambda x, line=line, seen=seen: line.push_at(x + 5.0, seen.append, x), t)
+        sim.run(until=7.5)
+        assert seen == [1.0, 2.0] and [arg for _, arg in line.take()] == [3.0]

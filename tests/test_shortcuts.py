@@ -31,8 +31,8 @@ from sim.shortcuts import Shortcut, Shortcuts, parse
 
 ROOT = Path(__file__).resolve().parent.parent
 SHORTCUTS = loadtest.SHORTCUTS
-DEFAULT_EXAMPLES = 240
-PROPERTIES = 6  # the properties below that draw examples (each gets an equal share)
+DEFAULT_EXAMPLES = 320
+PROPERTIES = 8  # the properties below that draw examples (each gets an equal share)
 EXAMPLES = max(1, int(os.environ.get("SCALESIM_DIFF_EXAMPLES", DEFAULT_EXAMPLES)) // PROPERTIES)
 SETTINGS = settings(
     max_examples=EXAMPLES,
@@ -391,6 +391,28 @@ def test_what_the_properties_found_stays_fixed(tree, seed):
     if tree["load"] == "trace":
         tree = {**tree, "trace": {**tree["trace"], "path": str(ROOT / "experiments" / "demand" / "azure-sample.csv")}}
     check("idle_decisions", tree, seed)
+
+
+@SETTINGS
+@given(load_tests(), st.sampled_from(["calendar", "delay_lines"]), SEEDS)
+def test_the_engines_shortcuts_are_exact(tree, name, seed):
+    """The calendar and the delay lines against the plain heap, on any load test (their shape)."""
+    check(name, tree, seed)
+
+
+@SETTINGS
+@given(load_tests(load=st.just("clients")), SEEDS)
+def test_every_shortcut_at_once_is_exact(tree, seed):
+    """All of them together against none (they may interact): records to the bit, sums to the loosest tolerance."""
+    sc = scenario(tree)
+    on, off = run(sc, "all", seed), run(sc, "none", seed)
+    assume(len(on["shortcuts_used"]) > 2)
+    assert off["shortcuts_used"] == []
+    for k in on:
+        if k not in IGNORED and k != "records":
+            assert same(on[k], off[k], 1e-9), (k, on[k], off[k], tree)
+    a, b = (rows(m["records"], ordered=False) for m in (on, off))
+    assert a.equals(b)
 
 
 # --- no speed constant in the numbers -----------------------------------------------------------------------------

@@ -44,6 +44,8 @@ class OpenLoop(Load):
     def start(self) -> None:
         self._new = self.log.new
         self._single = len(self.targets) == 1
+        # one target reached at once (no overhead.submit): what _arrive offers each call to
+        self._direct = self.targets[0].submit if self._single and self._submit is None else None
         self._arrive_cb = self._arrive
         self._call_at = self.sim.call_at
         first = self._gap()
@@ -69,9 +71,18 @@ class OpenLoop(Load):
     _arrivals = 0  # calls issued so far (several targets)
     _single = False  # one target: every call goes to it
 
+    _direct = None
+
     def _arrive(self, _arg: None) -> None:
         now = self.env._now
-        self._offer(now)
+        if self._direct is not None:  # _offer, inlined: the per-call hot path
+            call = self._new(0, now, self.work())
+            self.outstanding += 1
+            kind = self._direct(call, self.style)
+            if kind is not None:
+                self._rejected(call, kind)
+        else:
+            self._offer(now)
         nxt = now + self._gap()
         if nxt < self.duration:
             self._call_at(nxt, self._arrive_cb)

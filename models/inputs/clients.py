@@ -27,7 +27,7 @@ from typing import Literal, Protocol
 from models.inputs.overhead import OverheadParams, leg
 from models.inputs.records import CallLog
 from sim.dists import Constant, Dist
-from sim.engine import DelayLine, Sim
+from sim.engine import DelayLine, HeapLine, Sim
 from sim.rng import PerClient, Streams
 from sim.scenario import param
 
@@ -249,7 +249,7 @@ class ClosedLoop(Load):
         super().__init__(sim, sc, *args)
         self.reissue = sc.clients.reissue
         op = sc.overhead
-        self._trips: DelayLine | None = None  # the round trips under way (None: each leg its own event)
+        self._trips: DelayLine | HeapLine | None = None  # the round trips under way (None: each leg its own event)
         if (
             "round_trips" in sim.shortcuts
             and self.reissue
@@ -288,8 +288,9 @@ class ClosedLoop(Load):
 
     def settle(self) -> None:
         """Trips under way at the end: the call came back and the next was made (it is in flight)."""
-        while self._trips is not None and self._trips.items:
-            self._reissue(self._trips.items.popleft()[3])
+        if self._trips is not None:
+            for _, call in self._trips.take():
+                self._reissue(call)
 
     def start(self) -> None:
         for client in self.clients:

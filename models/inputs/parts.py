@@ -100,7 +100,7 @@ class Part:
     def __init__(
         self, sc: Scenario, seed: int, index: int, parts: int, records: bool, series: bool, shortcuts: frozenset[str]
     ) -> None:
-        self.sim = Sim()
+        self.sim = Sim(calendar="calendar" in shortcuts, delay_lines="delay_lines" in shortcuts)
         self.sim.shortcuts = shortcuts
         streams = Streams(seed)
         self.records = records

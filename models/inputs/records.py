@@ -59,10 +59,17 @@ class CallLog:
         self.summary = CallSummary(window)
         self._free: list[int] = []  # rows of inputs that are back, to reuse
         self._closed: list[int] = []  # rows of inputs back, not yet folded into the summary
+        # ``close(call)``: the input is back for good (``finished`` is set); it is folded into the summary with the
+        # first CHUNK rows closed after the last fold, when a new row is wanted or the run ends (the same chunks,
+        # in the same order, as folding each as it fills: the numbers do not depend on when)
+        self.close = self._closed.append
 
     def new(self, client: int, now: float, work: float) -> int:
-        if self._free:
-            call = self._free.pop()
+        free = self._free
+        if not free and len(self._closed) >= self.CHUNK:
+            self._fold()
+        if free:
+            call = free.pop()
             self.client[call] = client
             self.work[call] = work
             self.issued[call] = now
@@ -82,6 +89,7 @@ class CallLog:
     def extend(self, issued: np.ndarray, work: np.ndarray, started: np.ndarray, finished: np.ndarray) -> None:
         """Inputs of client 0 made and served in bulk, in order (models/inputs/fifo.py): those back (``finished``
         not NaN) are folded into the summary at once; rows are kept for those still out (for all, if ``keep``)."""
+        self._fold()  # the chunks closed before them go in first
         back = ~np.isnan(finished)
         n = int(back.sum())
         if n:
@@ -103,16 +111,15 @@ class CallLog:
         self.client.frombytes(bytes(8 * kept))
         self.initial.extend(bytes(kept))
 
-    def close(self, call: int) -> None:
-        """The input is back for good (``finished`` is set): it is folded into the summary with the next chunk."""
-        self._closed.append(call)
-        if len(self._closed) >= self.CHUNK:
-            self._fold()
+    def _fold(self, rest: bool = False) -> None:
+        """Fold the rows closed into the summary, CHUNK at a time (and the rest, if ``rest``)."""
+        closed = self._closed
+        while len(closed) >= self.CHUNK or (rest and closed):
+            rows = closed[: self.CHUNK]
+            del closed[: self.CHUNK]
+            self._fold_rows(rows)
 
-    def _fold(self) -> None:
-        if not self._closed:
-            return
-        rows, self._closed = self._closed, []
+    def _fold_rows(self, rows: list[int]) -> None:
         at = np.array(rows, dtype=np.int64)
         take = dict.get if self.keep else dict.pop
         kinds = [take(self.kind, c, "") for c in rows] if self.kind else ()
@@ -131,7 +138,7 @@ class CallLog:
 
     def close_out(self) -> CallSummary:
         """The run is over: its summary, with the inputs back and those still out (never back) folded in."""
-        self._fold()
+        self._fold(rest=True)
         out = np.isnan(np.frombuffer(self.finished, dtype=float))
         if out.any():
             a = self.arrays()
