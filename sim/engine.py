@@ -163,6 +163,14 @@ class Sim:
         self.call_at(t, _fire, handle)
         return handle
 
+    def schedule_late(self, t: float, fn: Callable[[Any], Any], arg: Any = None) -> Handle:
+        """``schedule``, after every other entry due at ``t`` whenever it was scheduled (priority ``LATE``): a control
+        loop's decision that sees all that happened at its instant, so its order among same-instant events does not
+        depend on when it was scheduled."""
+        handle = Handle(fn, arg)
+        heappush(self._queue, (t, LATE, next(self._eid), _fire, handle))  # the heap: valid at any t (see _load)
+        return handle
+
     def _load(self, b: int) -> None:
         """A load entry: move bucket ``b`` into the heap (its entries are due before anything else left there) and put
         the next bucket's load entry in the heap (a second one for a bucket that has one does nothing)."""
@@ -377,6 +385,7 @@ NEAR = 1024  # heap entries below which call_at pushes to the heap directly (rea
 BUCKETS_PER_S = 256.0  # the calendar's buckets per simulated second (a power of two: bucket bounds are exact)
 INLINE = 64  # line items a line calls itself, at most, before its head goes through the heap again (stall checks)
 LOAD = -1  # a load entry's priority: before SimPy's URGENT (0) and NORMAL (1) at the same time
+LATE = 2  # after both (Sim.schedule_late)
 
 # A hook the commands set to show a long run's progress: called every 2^16 events with (now, until) (None: nothing).
 PROGRESS: Callable[[float, float], None] | None = None

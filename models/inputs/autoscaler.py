@@ -17,6 +17,9 @@ within one interval; the HTTP server has no start limit and ignores it.
 
 Left out: the early shrink of a well over-provisioned pool and placement on workers (§2).
 
+A decision runs after every other event at its instant (``Sim.schedule_late``): it sees all that happened then, and
+its place among same-instant events does not depend on when it was scheduled.
+
 Idle time is free. Decisions fall on a fixed grid (the phase, then every ``interval_s``), but one that cannot change
 anything is not simulated: after a decision the pool sleeps until the first grid point where one could, so a run
 costs events in proportion to its work, not to simulated time ÷ interval. A decision can act only if the wanted
@@ -42,7 +45,7 @@ from typing import Literal
 import numpy as np
 
 from sim.dists import Dist, LogNormal
-from sim.engine import Sim
+from sim.engine import Handle, Sim
 from sim.rng import Streams
 from sim.scenario import param
 
@@ -158,6 +161,7 @@ class ContainerPool:
         self._grid = self._phase  # the last grid point decided (or the first, before any)
         self._grid_points = DecisionGrid(self._phase, params.interval_s)
         self._due = math.inf  # the grid point of the scheduled decision
+        self._decision: Handle | None = None  # its entry (cancelled when an earlier one supersedes it)
         self._retire_from = math.inf  # no container can reach its scaledown window before this time
         if fixed:  # an always-warm pool of `fixed` containers, no autoscaling (the mmc preset)
             for _ in range(fixed):
@@ -252,7 +256,10 @@ class ContainerPool:
         earlier one."""
         self._due = t
         self._sleep(asleep)
-        self.sim.call_at(t, self._tick, t)
+        if self._decision is not None:
+            self._decision.cancel()  # superseded (or run already: harmless)
+        # after everything else at its instant, whenever it was scheduled: skipping or not, the same order
+        self._decision = self.sim.schedule_late(t, self._tick, t)
 
     def _sleep(self, asleep: bool) -> None:
         self.asleep = asleep
@@ -272,8 +279,6 @@ class ContainerPool:
             self.quiet_lo = -math.inf
 
     def _tick(self, t: float) -> None:
-        if t != self._due:  # superseded by an earlier wake-up
-            return
         self._grid = t
         self.decide()
         nxt = t + self.p.interval_s

@@ -29,9 +29,10 @@ class StartBucket(TokenBucket):
         """A backlog begins (``on``) or clears at ``now``: a plain bucket does not care."""
 
     def startable_within(self, now: float, dt: float) -> float:
-        """Inputs the bucket can start from ``now`` to ``now + dt``: its tokens plus what refills meanwhile."""
-        self._refill(now)
-        return self._tokens + self.rate * dt
+        """Inputs the bucket can start from ``now`` to ``now + dt``: its tokens plus what refills meanwhile. A look,
+        not a refill: asking (the autoscaler, whenever it decides) changes no rounding of the tokens."""
+        tokens = min(self.burst, self._tokens + (now - self._t) * self.rate) if now > self._t else self._tokens
+        return tokens + self.rate * dt
 
 
 class RampingStartBucket(StartBucket):
@@ -111,6 +112,9 @@ class RampingStartBucket(StartBucket):
         return (tc - now) + (deficit - self._integral(now, tc)) / self.cap
 
     def startable_within(self, now: float, dt: float) -> float:
-        """As the plain bucket, with the rate ramping on over ``dt`` if a backlog persists."""
-        self._refill(now)
-        return self._tokens + self._integral(now, now + dt)
+        """As the plain bucket, with the rate ramping on over ``dt`` if a backlog persists (a look, not a refill)."""
+        tokens = self._tokens
+        if now > self._t:
+            gained = self.base * (now - self._t) if self.since is None else self._integral(self._t, now)
+            tokens = min(self.burst, tokens + gained)
+        return tokens + self._integral(now, now + dt)
