@@ -129,6 +129,13 @@ class Sim:
         self._loads = 0  # load entries popped (not events of the model)
         self._inline = 0  # line items called by the line itself, not popped (DelayLine._next)
 
+    @classmethod
+    def taking(cls, shortcuts: Collection[str]) -> Sim:
+        """The clock of a run that may take ``shortcuts`` (sim/shortcuts.py), the engine's own among them."""
+        sim = cls(calendar="calendar" in shortcuts, delay_lines="delay_lines" in shortcuts)
+        sim.shortcuts = shortcuts
+        return sim
+
     @property
     def now(self) -> float:
         return self.env._now

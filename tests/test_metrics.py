@@ -127,23 +127,23 @@ def test_the_parts_of_a_run_combine_by_their_declared_rules(monkeypatch):
 
 
 def test_a_list_of_names_is_one_column_and_parts_take_their_union(monkeypatch, tmp_path):
-    used = Metric("shortcuts_used", "names", "union", "the shortcuts the run took", kind="names")
+    used = Metric("paths_seen", "names", "union", "a list of names a run reports", kind="names")
     assert used.combined(["fifo", "calendar"], ["calendar", "parts"]) == ["calendar", "fifo", "parts"]
-    assert Metrics(used).flatten({"shortcuts_used": ["calendar", "fifo"]}) == {"shortcuts_used": "calendar;fifo"}
+    assert Metrics(used).flatten({"paths_seen": ["calendar", "fifo"]}) == {"paths_seen": "calendar;fifo"}
     with pytest.raises(RuntimeError, match="a list of names"):
-        Metrics(used).check({"shortcuts_used": "fifo"})
+        Metrics(used).check({"paths_seen": "fifo"})
     # declared once, a model's new metric reaches the run's output and a sweep's results table
     model = MODELS["coldstart"]
     declared = model.metrics(small("coldstart-torch")) + Metrics(used)
     real = model.run
     patched = dataclasses.replace(
-        model, metrics=lambda sc: declared, run=lambda *a, **k: {**real(*a, **k), "shortcuts_used": ["x", "y"]}
+        model, metrics=lambda sc: declared, run=lambda *a, **k: {**real(*a, **k), "paths_seen": ["x", "y"]}
     )
     monkeypatch.setitem(MODELS, "coldstart", patched)
-    assert run_scenario(small("coldstart-torch"))["shortcuts_used"] == ["x", "y"]
+    assert run_scenario(small("coldstart-torch"))["paths_seen"] == ["x", "y"]
     spec = load_spec("coldstart-torch", ["coldstart.starts=20"], ["coldstart.mode=lazy,snapshot"], 1, False)
-    assert "shortcuts_used" in columns(p.tree() for p in spec.points)
-    assert run_point(spec.points[0], 0)["shortcuts_used"] == "x;y"
+    assert "paths_seen" in columns(p.tree() for p in spec.points)
+    assert run_point(spec.points[0], 0)["paths_seen"] == "x;y"
 
 
 def test_a_sweep_with_a_warm_up_keeps_every_metric(tmp_path):

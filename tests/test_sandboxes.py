@@ -154,11 +154,11 @@ def test_contention_on_one_worker_makes_the_tail():
 def test_the_start_lock_holds_longer_for_each_start_queued_ahead():
     sim = Sim()
     locks = Locks(sim, 2, hold=0.001, contention=0.01)
-    ends = [locks.take(0, 1.0) for _ in range(3)]  # three at once on worker 0: 1 ms, 11 ms, 21 ms
+    ends = [locks.take(0, 1.0, 0.0) for _ in range(3)]  # three at once on worker 0: 1 ms, 11 ms, 21 ms
     np.testing.assert_allclose(ends, [1.001, 1.012, 1.033])
-    assert locks.take(0, 1.02) == pytest.approx(1.033 + 0.001 + 0.01 * 1)  # only the third is still in the queue
-    assert locks.take(1, 5.0) == pytest.approx(5.001)  # another worker: no queue
-    assert locks.take(0, 9.0) == pytest.approx(9.001)  # the queue has cleared
+    assert locks.take(0, 1.02, 0.0) == pytest.approx(1.033 + 0.001 + 0.01 * 1)  # only the third is still in the queue
+    assert locks.take(1, 5.0, 0.0) == pytest.approx(5.001)  # another worker: no queue
+    assert locks.take(0, 9.0, 0.0) == pytest.approx(9.001)  # the queue has cleared
     assert locks.busy == pytest.approx(0.001 + 0.011 + 0.021 + 0.011 + 0.001 + 0.001)
 
 

@@ -100,8 +100,7 @@ class Part:
     def __init__(
         self, sc: Scenario, seed: int, index: int, parts: int, records: bool, series: bool, shortcuts: frozenset[str]
     ) -> None:
-        self.sim = Sim(calendar="calendar" in shortcuts, delay_lines="delay_lines" in shortcuts)
-        self.sim.shortcuts = shortcuts
+        self.sim = Sim.taking(shortcuts)
         streams = Streams(seed)
         self.records = records
         self.log = CallLog(Window(sc.warmup_s, sc.duration_s), keep=records)

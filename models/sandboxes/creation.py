@@ -41,11 +41,13 @@ import numpy as np
 
 from models.sandboxes.fleet import BenchmarkClientParams, Fleet, FleetParams, Meter, SandboxParams, capacity_error
 from models.sandboxes.planes import PLANES, ControlPlane
+from models.sandboxes.shortcuts import SHAPES
 from sim.engine import Sim
 from sim.metrics import RUN, Metric, Metrics, percentile_metrics
 from sim.model import Figure, Model, TimeSeries, records_frame
 from sim.rng import Streams
 from sim.scenario import Described, param, section, with_sections
+from sim.shortcuts import Shortcuts, engine_shortcuts
 from sim.stats import NAN, percentiles
 
 if TYPE_CHECKING:
@@ -76,6 +78,7 @@ class _SandboxScenario(Described):
 
 
 SandboxScenario = with_sections(_SandboxScenario, {p.section: p.Params for p in PLANES.values()}, "SandboxScenario")
+SHORTCUTS = Shortcuts(engine_shortcuts(SandboxScenario) + SHAPES, SandboxScenario)
 
 
 class Creation:
@@ -142,13 +145,17 @@ class Creation:
         if self.issued < self.sc.sandboxes.count:
             self.sim.call_in(c.tick_s, self._tick)
 
-    def placed_at(self, sandbox: int, worker: int, returns: float, starts: float) -> None:
-        """The control plane placed the sandbox (now): its create call returns to the client at ``returns`` and the
-        worker begins its start path at ``starts`` (both >= now). Its running time is known at once (the start
-        path is computed, not simulated step by step); the run's end waits for the last one."""
+    def placed_at(
+        self, sandbox: int, worker: int, returns: float, starts: float, accepted: float | None = None
+    ) -> None:
+        """The control plane placed the sandbox: the worker accepted it at ``accepted`` (default now), its create
+        call returns to the client at ``returns`` and the worker begins its start path at ``starts`` (both >=
+        accepted). Its running time is known at once (the start path is computed, not simulated step by step); the
+        run's end waits for the last one."""
         self.placed[sandbox] = returns
         heapq.heappush(self._returns, returns)  # the client counts it outstanding until then
-        running = self.running[sandbox] = self.fleet.start(worker, starts)
+        accepted = self.sim.env._now if accepted is None else accepted
+        running = self.running[sandbox] = self.fleet.start(worker, starts, accepted)
         placements = self.placements = self.placements + 1
         if running > self.last_running:
             self.last_running = running
@@ -195,9 +202,12 @@ class Creation:
 def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None, records: bool = False, jobs: int = 1) -> dict:
     """Simulate one burst of sandbox creations; return its metrics. With ``records``, ``metrics["records"]`` is a
     DataFrame of one row per sandbox: requested (first create attempt), placed (the create call returned) and running
-    (able to run user code), NaN where it did not happen. ``jobs`` is not used (a run of one part)."""
+    (able to run user code), NaN where it did not happen. ``jobs`` is not used (a run of one part). The scenario's
+    ``shortcuts`` key says which shortcuts may run (models/sandboxes/shortcuts.py); ``shortcuts_used`` lists those
+    that did."""
     wall0 = time.perf_counter()
-    sim = Sim()
+    used = SHORTCUTS.used(sc)
+    sim = Sim.taking(used)
     streams = Streams(seed)
     creation = Creation(sim, sc)
     fleet = Fleet(sim, sc.fleet, sc.sandboxes, streams)
@@ -212,6 +222,7 @@ def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None, records:
     metrics = summarize(creation, sc, cp, fleet, series)
     metrics["events"] = sim.events
     metrics["sim_time_s"] = sim.now
+    metrics["shortcuts_used"] = sorted(used)
     metrics["wall_s"] = time.perf_counter() - wall0
     if records:
         metrics["records"] = records_frame(
@@ -315,7 +326,7 @@ def metrics(sc: SandboxScenario) -> Metrics:
     return (
         SUMMARY.with_keys("utilization", resources)
         + plane.METRICS
-        + Metrics(RUN["events"], RUN["sim_time_s"], RUN["wall_s"])
+        + Metrics(RUN["events"], RUN["sim_time_s"], RUN["wall_s"], RUN["shortcuts_used"])
     )
 
 

@@ -15,7 +15,9 @@ sandboxes landed on one worker at once), then the rest of the start.
 Servers: a FCFS queue in front of c identical servers (a scheduler's threads, Postgres connections, etcd), computed
 at arrival in O(log c): what a request waits and when it is done, without a process per request. A request is booked
 when it arrives (now); one that reaches the servers a constant latency after it is sent is booked when sent and its
-answer delayed by that latency: the same order and times, read that constant early on the servers' own clock.
+answer delayed by that latency: the same order and times, read that constant early on the servers' own clock. This
+and the workers as arrays are the model, not shortcuts (no slower path beside them; models/sandboxes/shortcuts.py
+lists the model's shortcuts).
 
 Busy time (``Meter``): each resource reports how long it has been busy up to now (``busy_by_now``, in server-seconds)
 and the most it can be busy in a span (``capacity``), so a run takes its busy fraction over one span as the
@@ -171,8 +173,9 @@ class Server:
         self.free = 0.0  # when the server is next free
         self.busy = 0.0
 
-    def done_at(self, service: float) -> float:
-        now = self.sim.env._now
+    def done_at(self, service: float, at: float | None = None) -> float:
+        """Admit a request arriving at ``at`` (default now; never before the one admitted last); when it is done."""
+        now = self.sim.env._now if at is None else at
         self.free = (self.free if self.free > now else now) + service
         self.busy += service
         return self.free
@@ -216,8 +219,9 @@ class Locks:
         self.chain = [0.0] * workers  # hold time in each worker's current run of back-to-back holds
         self.busy = 0.0
 
-    def take(self, worker: int, at: float) -> float:
-        """A start arrives at ``worker``'s lock at time ``at`` (>= now); return when it releases the lock."""
+    def take(self, worker: int, at: float, now: float) -> float:
+        """A start, accepted by ``worker`` at ``now``, arrives at its lock at ``at`` (>= now); return when it releases
+        the lock."""
         free = self.free[worker]
         if free > at:  # a queue: count the starts still in it at ``at``
             ends = self._ends.get(worker) or [free]
@@ -233,7 +237,7 @@ class Locks:
             hold = self.hold_s
             end = at + hold
             # a new run of holds (after a gap); what is left of the old one is still to come
-            left = free - self.sim.env._now
+            left = free - now
             self.chain[worker] = (
                 hold if left <= 0 else hold + (left if left < self.chain[worker] else self.chain[worker])
             )
@@ -281,13 +285,13 @@ class Fleet:
             return True
         return False
 
-    def start(self, worker: int, at: float) -> float:
-        """The start path of a sandbox the worker accepted, from time ``at`` (>= now): container create, the
-        worker's start lock, the rest. Returns when the sandbox can run user code: computed now, with no event of
-        its own (aggregation: the lock is taken in the order the worker accepted its sandboxes, which is the order
-        they reach it when the create steps take about as long; the narrow create distribution keeps the two
-        close)."""
-        released = self.locks.take(worker, at + self._create())
+    def start(self, worker: int, at: float, accepted: float) -> float:
+        """The start path of a sandbox the worker accepted at ``accepted``, from time ``at`` (>= accepted): container
+        create, the worker's start lock, the rest. Returns when the sandbox can run user code: computed at the
+        accept, with no event of its own. This is the model, not a shortcut: the lock is taken in the order the
+        worker accepted its sandboxes, which is the order they reach it when the create steps take about as long
+        (the narrow create distribution keeps the two close)."""
+        released = self.locks.take(worker, at + self._create(), accepted)
         return released + self._start()
 
     def release(self, worker: int) -> None:

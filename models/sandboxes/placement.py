@@ -17,13 +17,16 @@ import numpy as np
 from sim.dists import Exponential
 from sim.engine import Sim
 
+BATCH = 4096  # indices drawn at a time (a speed constant: any size gives the same indices)
+
 
 def worker_draws(rng: np.random.Generator, n: int) -> Iterator[int]:
-    """Endless uniform worker indices, drawn in batches."""
+    """Endless uniform worker indices, drawn in batches of ``BATCH`` (numpy draws each index of a batch on its own,
+    so the sequence does not depend on the batch: tests/test_sandbox_shortcuts.py)."""
 
     def batches() -> Iterator[list[int]]:
         while True:
-            yield rng.integers(0, n, 4096).tolist()
+            yield rng.integers(0, n, BATCH).tolist()
 
     return itertools.chain.from_iterable(batches())
 

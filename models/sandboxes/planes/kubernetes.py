@@ -222,7 +222,9 @@ class Kubernetes(ControlPlane):
             self._write()  # status updates
 
     def _leases(self, _arg: None) -> None:
-        """Every node renews its lease each interval: spread evenly, in aggregate (one event per second)."""
+        """Every node renews its lease each interval: spread evenly, in aggregate (one event per second: a second's
+        renewals are booked on etcd at once). This is the model, not a shortcut: renewals one by one would load etcd
+        more smoothly and give other numbers, so there is no exact faster path to switch off."""
         n = round(self.nodes / self.p.lease_interval_s)
         for _ in range(n):
             self.etcd.done_at(self.etcd_service)

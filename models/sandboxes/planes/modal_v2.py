@@ -16,12 +16,17 @@ tracked as messages in minus capacity × time elapsed (never below zero): it sta
 (ρ − 1) seconds per second from the first publish once publishes outpace the stream. Between publishes a scheduler
 adds its own placements to its view, but not the other schedulers': the staleness that causes rejections.
 
+Two shortcuts (models/sandboxes/shortcuts.py, each off with ``shortcuts = "all,-NAME"``): placements at one instant
+share one event (``same_instant_placements``), and the worker's accept is computed at the placement, a hop early
+(``accept_at_placement``); both give the general path's numbers to the bit (tests/test_sandbox_shortcuts.py).
+
 Left out: scheduler failures, regions and worker types, the load balancer's own cost.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from dataclasses import dataclass
 from typing import Literal
 
@@ -109,6 +114,12 @@ class ModalV2(ControlPlane):
         self.stream = Server(sim)  # one stream, standing for each of the ``streams`` equally loaded ones
         self.stream_lag_max = 0.0
         self._tick = itertools.count()
+        self.horizon = sc.horizon_s
+        self._placements = 0  # placements made so far (each one's sequence number)
+        # accept_at_placement: the accepts computed ahead, (when the worker accepts, sequence number, worker), and the
+        # placements made before the last publish ran (None: every accept is an event of its own)
+        self._early: deque[tuple[float, int, int]] | None = deque() if "accept_at_placement" in sim.shortcuts else None
+        self._mark = 0
         sim.call_in(0.0, self._publish)
 
     # --- the create path -------------------------------------------------------------------------------------
@@ -120,10 +131,18 @@ class ModalV2(ControlPlane):
 
     def submit_many(self, sandboxes: range) -> None:
         # Each is booked when sent and placed a constant later (fleet.py, Servers: the hop and the request's own time).
-        # Consecutive requests placed at the same instant share one event (aggregation): they would have been
-        # consecutive entries of the event queue, so the order of everything is the same as with one event each.
-        lb, servers, call_at, place_all = self._lb, self.servers, self.sim.call_at, self._place_all
+        # The shortcut same_instant_placements (models/sandboxes/shortcuts.py): consecutive requests placed at the same
+        # instant share one event; they would have been consecutive entries of the event queue, so the order of
+        # everything is the same as with one event each.
+        lb, servers, call_at = self._lb, self.servers, self.sim.call_at
         cpu, delay = self.p.cpu_s, self.hop + self.p.request_s
+        if "same_instant_placements" not in self.sim.shortcuts:
+            place = self._place
+            for sandbox in sandboxes:
+                k = next(lb)
+                call_at(servers[k].done_at(cpu) + delay, place, (sandbox, k))
+            return
+        place_all = self._place_all
         batch: list[tuple[int, int]] = []
         at = -1.0
         for sandbox in sandboxes:
@@ -138,8 +157,10 @@ class ModalV2(ControlPlane):
             call_at(at, place_all, batch)
 
     def _place_all(self, batch: list[tuple[int, int]]) -> None:
-        place = self._place
+        place, creation = self._place, self.creation
         for arg in batch:
+            if creation.full:  # the run stopped at the one before (the fleet is full): no event after it runs
+                return
             place(arg)
 
     def _place(self, arg: tuple[int, int]) -> None:
@@ -147,18 +168,37 @@ class ModalV2(ControlPlane):
         worker = self._pick(k)
         group = self.own[k][worker % self.phases]
         group[worker] = group.get(worker, 0) + 1
-        # The worker decides on its own truth when the RPC arrives, a hop from now; the model reads that truth now
-        # (one event per placement instead of two): only placements on one worker within that hop are reordered.
+        # The worker decides on its own truth when the RPC arrives, a hop from now. The shortcut accept_at_placement
+        # (models/sandboxes/shortcuts.py) computes that decision now, one event per placement instead of two; its
+        # shape keeps out what could change the worker's truth within the hop (a slot freed, the run's end).
         now = self.sim.env._now
+        seq = self._placements
+        self._placements = seq + 1
+        if self._early is None:
+            self.sim.call_at(now + self.hop, self._accept_event, (sandbox, worker, now, seq))
+        elif now + self.hop < self.horizon:  # (an accept due at the horizon would not happen in the run)
+            self._accept(sandbox, worker, now, seq)
+
+    def _accept_event(self, arg: tuple[int, int, float, int]) -> None:
+        self._accept(*arg)
+
+    def _accept(self, sandbox: int, worker: int, placed: float, seq: int) -> None:
+        """The worker's answer to the placement made at ``placed`` (its ``seq``-th): it accepts if it has a free
+        slot, a hop after ``placed``; times follow from ``placed`` whichever event computes them."""
+        accepted = placed + self.hop
         if self.fleet.try_accept(worker):
             self.metadata_writes += 1  # written asynchronously, off the critical path
-            self.metadata.done_at(self.metadata_s)
+            self.metadata.done_at(self.metadata_s, accepted)
+            if self._early is not None:  # on its way until ``accepted``: a publish before then must not see it
+                self._early.append((accepted, seq, worker))
             # the worker starts once it has handled the RPC; the accept is back at the client two hops later
-            self.creation.placed_at(sandbox, worker, now + self.answer_s + self.hop, now + self.hop + self.rpc_s)
+            self.creation.placed_at(
+                sandbox, worker, placed + self.answer_s + self.hop, placed + self.hop + self.rpc_s, accepted
+            )
         else:
             self.rejections += 1
             self.retries += 1
-            self.sim.call_at(now + self.answer_s, self._retry, sandbox)  # sent again through the load balancer
+            self.sim.call_at(placed + self.answer_s, self._retry, sandbox)  # sent again through the load balancer
 
     def _pick(self, k: int) -> int:
         """Scheduler ``k``'s choice of worker from its view: the published state plus its own placements since."""
@@ -199,11 +239,23 @@ class ModalV2(ControlPlane):
         group = next(self._tick) % p.publish_phases
         now = self.sim.env._now
         snapshot = self.fleet.used[group :: p.publish_phases]
+        early = self._early
+        if early is not None:
+            # accepts computed ahead (accept_at_placement) are not yet on the worker: drop those already there (due
+            # before now, or at now with their event queued before this publish was), take out the rest
+            mark = self._mark
+            while early and (early[0][0] < now or (early[0][0] == now and early[0][1] < mark)):
+                early.popleft()
+            for _, _, w in early:
+                if w % p.publish_phases == group:
+                    snapshot[w // p.publish_phases] -= 1
+            self._mark = self._placements  # the placements whose accept would be queued before the next publish
         # the stream's queue: this group's messages wait for the backlog ahead of them (the messages not yet served
         # since the last publish), then take their own service
         service = len(snapshot) / p.streams / p.stream_msgs_per_s
         done = self.stream.done_at(service)
-        lag = p.stream_lag_s + (done - service - now)
+        backlog = done - service - now
+        lag = p.stream_lag_s + (backlog if backlog > 0 else 0.0)  # (no backlog: 0, not a rounding residue below it)
         if self.stream_rho < 1:
             lag += self.stream_rho / (2 * p.stream_msgs_per_s * (1 - self.stream_rho))  # M/D/1 wait of one message
         self.stream_lag_max = max(self.stream_lag_max, lag)
