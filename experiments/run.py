@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             for k in [*model.headline, "wall_s"]:
                 v = metrics.get(k)
                 print(f"  {k:22s} {v:.4g}" if isinstance(v, float) else f"  {k:22s} {v}")
+            print(f"  {'shortcuts_used':22s} {', '.join(metrics['shortcuts_used']) or 'none'}")
         return 0
 
     return main_guard("experiments.run", go)
