@@ -126,6 +126,9 @@ class Sim:
         self._buckets: dict[int, list[tuple]] = {}
         self._bucket_heap: list[int] = []  # the indices of the buckets that hold entries
         self._load_cb = self._load
+        # for hot paths that inline call_at: while the heap holds fewer than ``direct`` entries, call_at(t, fn, arg)
+        # is exactly heappush(heap, (t, NORMAL, next(ids), fn, arg)); else call it
+        self.heap, self.ids, self.direct = self._queue, self._eid, self._near
         self._loads = 0  # load entries popped (not events of the model)
         self._inline = 0  # line items called by the line itself, not popped (DelayLine._next)
 

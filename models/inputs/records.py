@@ -68,14 +68,15 @@ class CallLog:
         free = self._free
         if not free and len(self._closed) >= self.CHUNK:
             self._fold()
-        if free:
+        if free:  # a row folded in: its client 0, not started, not initial (_fold_rows reset them)
             call = free.pop()
-            self.client[call] = client
+            if client:
+                self.client[call] = client
             self.work[call] = work
             self.issued[call] = now
-            self.started[call] = NAN
             self.finished[call] = NAN
-            self.initial[call] = self.starting
+            if self.starting:
+                self.initial[call] = 1
             return call
         call = len(self.issued)
         self.client.append(client)
@@ -133,7 +134,10 @@ class CallLog:
                 "initial": np.frombuffer(self.initial, dtype=np.int8)[at].astype(bool),
             }
         )
-        if not self.keep:
+        if not self.keep:  # the rows are free: reset here, in bulk, what new() would write to most of them
+            np.frombuffer(self.client, dtype=np.int64)[at] = 0
+            np.frombuffer(self.started, dtype=float)[at] = NAN
+            np.frombuffer(self.initial, dtype=np.int8)[at] = 0
             self._free.extend(rows)
 
     def close_out(self) -> CallSummary:
