@@ -38,7 +38,8 @@ class CallLog:
 
     Dense columns are appended once per row (times not yet known are NaN); what most inputs share is kept sparse (an
     input's items when not 1, its failure kind, its attempts when retried). ``close(call)`` is told when an input is
-    back for good: its row is folded into ``summary`` and, unless ``keep``, reused by a later input.
+    back for good: its row is folded into ``summary`` and, unless ``keep``, reset (in bulk, with the rows folded with
+    it) and reused by a later input.
     """
 
     CHUNK = 1 << 15  # rows folded into the summary at a time
@@ -68,13 +69,12 @@ class CallLog:
         free = self._free
         if not free and len(self._closed) >= self.CHUNK:
             self._fold()
-        if free:  # a row folded in: its client 0, not started, not initial (_fold_rows reset them)
+        if free:  # a row folded in: client 0, not started, not back, not initial (_fold_rows reset them)
             call = free.pop()
             if client:
                 self.client[call] = client
             self.work[call] = work
             self.issued[call] = now
-            self.finished[call] = NAN
             if self.starting:
                 self.initial[call] = 1
             return call
@@ -137,6 +137,7 @@ class CallLog:
         if not self.keep:  # the rows are free: reset here, in bulk, what new() would write to most of them
             np.frombuffer(self.client, dtype=np.int64)[at] = 0
             np.frombuffer(self.started, dtype=float)[at] = NAN
+            np.frombuffer(self.finished, dtype=float)[at] = NAN
             np.frombuffer(self.initial, dtype=np.int8)[at] = 0
             self._free.extend(rows)
 
@@ -144,6 +145,7 @@ class CallLog:
         """The run is over: its summary, with the inputs back and those still out (never back) folded in."""
         self._fold(rest=True)
         out = np.isnan(np.frombuffer(self.finished, dtype=float))
+        out[self._free] = False  # free rows (reset, not out: no input holds them)
         if out.any():
             a = self.arrays()
             self.summary.add({c: v[out] for c, v in a.items() if c != "client"})
