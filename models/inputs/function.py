@@ -205,7 +205,7 @@ class Function:
             spare = self._spare
             c = spare[-1] if spare else None
             if c is None or c.running >= self._target or c.retired:
-                c = self._container()
+                c = self._container() if spare or self._max > self._target else None  # None: no container has room
             if c is not None and (self.start_bucket is None or self.start_bucket.try_take(now)):
                 # started (inlined _start: this is the per-call hot path)
                 self.n_running[style] += 1
@@ -223,11 +223,11 @@ class Function:
                 return None
         pending.append((call, style))
         self.n_pending[style] += 1
-        if len(pending) == 1 and self.pool.asleep and not self._steady():
-            self.pool.poke(unsteady=True)  # a start limit that sizes the pool: decide at every grid point again
         if len(pending) == 1:
             # Otherwise the queue is already waiting for a container or a start token, and whatever brings one
             # (a finished input, a ready container, the limiter's wake-up) starts it.
+            if self.pool.asleep and not self._steady():
+                self.pool.poke(unsteady=True)  # a start limit that sizes the pool: decide at every grid point again
             if self._ramping is not None:
                 self._ramping.backlog(now, True)
             if not self.pool.ready and not self.pool.starting:
