@@ -9,6 +9,8 @@ and ``Sim.run`` is one loop: pop the earliest entry, set the clock, call ``fn(ar
 callbacks and processes share one clock and one ordering. (Use ``Sim.run``, not ``env.run``: SimPy's loop does not
 know these entries.) ``Sim.schedule`` is ``call_at`` with a ``Handle`` whose ``cancel()`` makes the entry do nothing
 when its time comes (lazy deletion: nothing is searched for or removed, and ``call_at`` itself pays nothing for it).
+A per-call hot path may inline ``call_at``: while ``len(sim.heap) < sim.direct`` it is exactly
+``heappush(sim.heap, (t, NORMAL, next(sim.ids), fn, arg))``, else call it (models/inputs/function.py, arrivals.py).
 
 Two shortcuts keep the heap small (a heap entry costs more the larger the heap: a pop and a push, 1.8 µs at 10,000
 entries, 5.6 µs at a million, on this project's bench machine; a load test holds one entry per call in flight). Each
@@ -126,6 +128,9 @@ class Sim:
         self._buckets: dict[int, list[tuple]] = {}
         self._bucket_heap: list[int] = []  # the indices of the buckets that hold entries
         self._load_cb = self._load
+        # for hot paths that inline call_at: while the heap holds fewer than ``direct`` entries, call_at(t, fn, arg)
+        # is exactly heappush(heap, (t, NORMAL, next(ids), fn, arg)); else call it
+        self.heap, self.ids, self.direct = self._queue, self._eid, self._near
         self._loads = 0  # load entries popped (not events of the model)
         self._inline = 0  # line items called by the line itself, not popped (DelayLine._next)
 

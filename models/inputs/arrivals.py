@@ -10,6 +10,7 @@ open loop's arrivals round robin.
 from __future__ import annotations
 
 from collections.abc import Callable
+from heapq import heappush
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from models.inputs.base import Scenario
 from models.inputs.clients import Load
 from models.inputs.demand import Shape
 from sim.dists import Exponential
-from sim.engine import Sim
+from sim.engine import NORMAL, Sim
 
 
 class OpenLoop(Load):
@@ -48,6 +49,7 @@ class OpenLoop(Load):
         self._direct = self.targets[0].submit if self._single and self._submit is None else None
         self._arrive_cb = self._arrive
         self._call_at = self.sim.call_at
+        self._heap, self._ids, self._heap_below = self.sim.heap, self.sim.ids, self.sim.direct  # call_at inlined
         first = self._gap()
         if first < self.duration:
             self._call_at(first, self._arrive_cb)
@@ -85,7 +87,11 @@ class OpenLoop(Load):
             self._offer(now)
         nxt = now + self._gap()
         if nxt < self.duration:
-            self._call_at(nxt, self._arrive_cb)
+            heap = self._heap
+            if len(heap) < self._heap_below:  # call_at, inlined
+                heappush(heap, (nxt, NORMAL, next(self._ids), self._arrive_cb, None))
+            else:
+                self._call_at(nxt, self._arrive_cb)
 
 
 def thinned(gap: Callable[[], float], profile: Shape, rng, env) -> Callable[[], float]:

@@ -30,11 +30,12 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappush
 
 from models.inputs.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
 from models.inputs.records import CallLog
 from models.inputs.startlimit import RampingStartBucket, StartBucket
-from sim.engine import Sim
+from sim.engine import NORMAL, Sim
 from sim.limiter import TokenBucket
 from sim.rng import Streams
 from sim.scenario import param
@@ -140,6 +141,7 @@ class Function:
         self._dispatch = dispatch
         # bound once: the per-input path below reads these millions of times
         self._call_at = sim.call_at
+        self._heap, self._ids, self._heap_below = sim.heap, sim.ids, sim.direct  # call_at inlined (Sim.heap)
         self._finish_cb = self._finish
         self._work = log.work
         self._started_at = log.started
@@ -203,7 +205,7 @@ class Function:
             spare = self._spare
             c = spare[-1] if spare else None
             if c is None or c.running >= self._target or c.retired:
-                c = self._container()
+                c = self._container() if spare or self._max > self._target else None  # None: no container has room
             if c is not None and (self.start_bucket is None or self.start_bucket.try_take(now)):
                 # started (inlined _start: this is the per-call hot path)
                 self.n_running[style] += 1
@@ -213,15 +215,19 @@ class Function:
                 end = now + self._work[call]
                 if self._dispatch is not None:
                     end += self._dispatch()
-                self._call_at(end, self._finish_cb, (call, style, c))
+                heap = self._heap
+                if len(heap) < self._heap_below:  # call_at, inlined
+                    heappush(heap, (end, NORMAL, next(self._ids), self._finish_cb, (call, style, c)))
+                else:
+                    self._call_at(end, self._finish_cb, (call, style, c))
                 return None
         pending.append((call, style))
         self.n_pending[style] += 1
-        if len(pending) == 1 and self.pool.asleep and not self._steady():
-            self.pool.poke(unsteady=True)  # a start limit that sizes the pool: decide at every grid point again
         if len(pending) == 1:
             # Otherwise the queue is already waiting for a container or a start token, and whatever brings one
             # (a finished input, a ready container, the limiter's wake-up) starts it.
+            if self.pool.asleep and not self._steady():
+                self.pool.poke(unsteady=True)  # a start limit that sizes the pool: decide at every grid point again
             if self._ramping is not None:
                 self._ramping.backlog(now, True)
             if not self.pool.ready and not self.pool.starting:
@@ -300,7 +306,11 @@ class Function:
             end = now + self._work[nxt]
             if self._dispatch is not None:
                 end += self._dispatch()
-            self._call_at(end, self._finish_cb, (nxt, nstyle, c))
+            heap = self._heap
+            if len(heap) < self._heap_below:  # call_at, inlined
+                heappush(heap, (end, NORMAL, next(self._ids), self._finish_cb, (nxt, nstyle, c)))
+            else:
+                self._call_at(end, self._finish_cb, (nxt, nstyle, c))
             if not pending and self._ramping is not None:
                 self._ramping.backlog(now, False)
         else:

@@ -38,7 +38,8 @@ class CallLog:
 
     Dense columns are appended once per row (times not yet known are NaN); what most inputs share is kept sparse (an
     input's items when not 1, its failure kind, its attempts when retried). ``close(call)`` is told when an input is
-    back for good: its row is folded into ``summary`` and, unless ``keep``, reused by a later input.
+    back for good: its row is folded into ``summary`` and, unless ``keep``, reset (in bulk, with the rows folded with
+    it) and reused by a later input.
     """
 
     CHUNK = 1 << 15  # rows folded into the summary at a time
@@ -68,14 +69,14 @@ class CallLog:
         free = self._free
         if not free and len(self._closed) >= self.CHUNK:
             self._fold()
-        if free:
+        if free:  # a row folded in: client 0, not started, not back, not initial (_fold_rows reset them)
             call = free.pop()
-            self.client[call] = client
+            if client:
+                self.client[call] = client
             self.work[call] = work
             self.issued[call] = now
-            self.started[call] = NAN
-            self.finished[call] = NAN
-            self.initial[call] = self.starting
+            if self.starting:
+                self.initial[call] = 1
             return call
         call = len(self.issued)
         self.client.append(client)
@@ -133,13 +134,18 @@ class CallLog:
                 "initial": np.frombuffer(self.initial, dtype=np.int8)[at].astype(bool),
             }
         )
-        if not self.keep:
+        if not self.keep:  # the rows are free: reset here, in bulk, what new() would write to most of them
+            np.frombuffer(self.client, dtype=np.int64)[at] = 0
+            np.frombuffer(self.started, dtype=float)[at] = NAN
+            np.frombuffer(self.finished, dtype=float)[at] = NAN
+            np.frombuffer(self.initial, dtype=np.int8)[at] = 0
             self._free.extend(rows)
 
     def close_out(self) -> CallSummary:
         """The run is over: its summary, with the inputs back and those still out (never back) folded in."""
         self._fold(rest=True)
         out = np.isnan(np.frombuffer(self.finished, dtype=float))
+        out[self._free] = False  # free rows (reset, not out: no input holds them)
         if out.any():
             a = self.arrays()
             self.summary.add({c: v[out] for c, v in a.items() if c != "client"})
