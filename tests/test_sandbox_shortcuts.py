@@ -14,29 +14,22 @@ tests/test_shortcuts.py).
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from models import coldstart
 from models.sandboxes import creation, placement
 from sim import engine
 from sim.scenario import ScenarioError, build
-from tests.test_shortcuts import IGNORED, dists, same
+from tests.test_shortcuts import IGNORED, diff_settings, dists, same
 
 SHORTCUTS = creation.SHORTCUTS
 DEFAULT_EXAMPLES = 80
 PROPERTIES = 4  # the properties below that draw examples (each gets an equal share)
-EXAMPLES = max(1, int(os.environ.get("SCALESIM_DIFF_EXAMPLES", DEFAULT_EXAMPLES)) // PROPERTIES)
-SETTINGS = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    derandomize=os.environ.get("SCALESIM_DIFF_EXAMPLES") is None,  # CI: the same examples every run
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
-)
+SETTINGS = diff_settings(DEFAULT_EXAMPLES, PROPERTIES)
 SEEDS = st.integers(0, 2**16)
 PLANES = ("modal-v2", "modal-v1", "kubernetes")
 

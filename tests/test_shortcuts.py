@@ -33,13 +33,21 @@ ROOT = Path(__file__).resolve().parent.parent
 SHORTCUTS = loadtest.SHORTCUTS
 DEFAULT_EXAMPLES = 320
 PROPERTIES = 8  # the properties below that draw examples (each gets an equal share)
-EXAMPLES = max(1, int(os.environ.get("SCALESIM_DIFF_EXAMPLES", DEFAULT_EXAMPLES)) // PROPERTIES)
-SETTINGS = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    derandomize=os.environ.get("SCALESIM_DIFF_EXAMPLES") is None,  # CI: the same examples every run
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
-)
+
+
+def diff_settings(default: int, properties: int) -> settings:
+    """Hypothesis settings of a differential test file: ``default`` examples in all (``SCALESIM_DIFF_EXAMPLES``
+    if set, freshly drawn), an equal share for each of its ``properties``."""
+    total = int(os.environ.get("SCALESIM_DIFF_EXAMPLES", default))
+    return settings(
+        max_examples=max(1, total // properties),
+        deadline=None,
+        derandomize=os.environ.get("SCALESIM_DIFF_EXAMPLES") is None,  # CI: the same examples every run
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
+    )
+
+
+SETTINGS = diff_settings(DEFAULT_EXAMPLES, PROPERTIES)
 IGNORED = ("wall_s", "events", "shortcuts_used", "scenario", "seed")  # what a shortcut may change
 
 
