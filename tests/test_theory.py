@@ -39,6 +39,18 @@ def test_mmc_mean_wait_matches_erlang_c(lam, c, recursion, monkeypatch):
     assert abs(mean - theory) <= half, f"ρ={lam / c}: simulated {mean:.4f} ± {half:.4f}, Erlang C {theory:.4f}"
 
 
+@pytest.mark.parametrize("reference", ["heapq_mmc", "simpy_mmc", "engine_mmc"])
+def test_bench_reference_queues_are_mmc(reference):
+    # the speed bench's yardsticks (experiments/bench.py) are M/M/c queues: a ratio against them means something
+    from experiments import bench
+
+    queue = getattr(bench, reference)
+    waits = [queue(8.0, 10, 1.0, 6000.0, seed)[1] for seed in range(12)]
+    mean, half = ci95(waits)
+    theory = erlang_c_wait(8.0, 1.0, 10)
+    assert abs(mean - theory) <= half, f"{reference}: {mean:.4f} ± {half:.4f}, Erlang C {theory:.4f}"
+
+
 def test_mm1_time_in_system():
     sc = preset("mmc", "arrivals.rate=0.7", "function.containers=1", "duration_s=20000", "warmup_s=1000")
     w = [loadtest.run(sc, seed=s)["wait_mean_s"] + 1.0 for s in range(10)]  # + E[service]
