@@ -121,7 +121,17 @@ HALF_RTT = Free(
 # The server's CPU per request besides its sleep, on @app.server(cpu=1)'s one core (domain.md §1).
 SERVER_CPU = Free("cpu_per_request_s", "server.cpu_per_request_s", 0.0002, 0.05, 0.004, (0.002, 0.006))
 START_BURST = Free("start_burst", "limits.start_burst", 1.0, 20000.0, 100.0, (10.0, 1000.0))
-START_RAMP = Free("start_ramp_per_s", "limits.start_ramp_per_s", 0.0, 100.0, 10.0, (5.0, 20.0), log=False)
+# The rate falls back as fast as it ramped up (an assumption: models/inputs/startlimit.py), so the two move together.
+START_RAMP = Free(
+    "start_ramp_per_s",
+    "limits.start_ramp_per_s",
+    0.0,
+    100.0,
+    10.0,
+    (5.0, 20.0),
+    log=False,
+    also=("limits.start_relax_per_s",),
+)
 # Where a ramp carries the rate up, the base rate starts near the doc's "about 200/s" (domain.md §1); a smaller grid.
 SERVER_CPU_FIT = replace(SERVER_CPU, grid=())
 RAMP_BASE = replace(START_RATE, start=200.0, grid=(200.0, 500.0))
@@ -130,6 +140,7 @@ RAMP_BASE = replace(START_RATE, start=200.0, grid=(200.0, 500.0))
 OFF = {
     "limits.start_ramp_per_s": "0",
     "limits.start_rate_max": "0",
+    "limits.start_relax_per_s": "0",
     "autoscaler.scaleup_step": "1",
     "autoscaler.burst_aware": "false",
     "autoscaler.size_to": "in_system",
@@ -179,8 +190,9 @@ CANDIDATES: tuple[Candidate, ...] = (
     ),
     Candidate(
         "ramp-start",
-        "fifo-start + a start rate that ramps up while a backlog persists",
-        switches(**CPU_1, **WHOLE_BACKLOG),
+        "fifo-start + a start rate that ramps up while a backlog persists, to a ceiling, and falls back as fast",
+        # the ceiling: the fastest rate this candidate's fit reached in the reference test (it does not bind there)
+        switches(**CPU_1, **WHOLE_BACKLOG, limits__start_rate_max="833"),
         (RAMP_BASE, replace(START_BURST, grid=()), START_RAMP, INTERVAL, COLD_MEDIAN, HALF_RTT, SERVER_CPU_FIT),
     ),
 )

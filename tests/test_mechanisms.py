@@ -192,9 +192,38 @@ def test_ramping_bucket_integrates_its_rate():
     # the burst caps the tokens (1): take at 1.9 with the rate near its cap, the next token comes across the cap
     assert b.try_take(1.9)
     assert b.next_token_in(1.9) == pytest.approx(0.1 + (1.0 - (0.1 * 2.9 + 0.5 * 0.01)) / 3.0)
-    # the backlog clears: the rate falls back to 1
+    # the backlog clears: the rate falls back to 1 at once (relax 0)
     b.backlog(1.9, False)
     assert b.rate_at(5.0) == 1.0 and b.next_token_in(1.9) == pytest.approx(1.0)
+
+
+def test_a_ramping_bucket_falls_back_gradually_and_ramps_on_from_there():
+    b = RampingStartBucket(rate=1.0, burst=100.0, ramp=1.0, cap=5.0, relax=2.0)
+    b._tokens = 0.0
+    b.backlog(0.0, True)
+    assert b.rate_at(4.0) == 5.0 and b.rate_at(10.0) == 5.0  # the ceiling, from t = 4 on
+    b.backlog(10.0, False)  # falls by 2/s: 5 at 10, 3 at 11, the base 1 from 12 on
+    assert b.rate_at(11.0) == 3.0 and b.rate_at(12.0) == 1.0 and b.rate_at(20.0) == 1.0
+    # tokens over [10, 13]: 5·2 − 2·2²/2 = 6 on the way down, then 1 more at the base
+    t0 = b._tokens
+    b._refill(13.0)
+    assert b._tokens - t0 == pytest.approx(7.0)
+    b2 = RampingStartBucket(rate=1.0, burst=100.0, ramp=1.0, cap=5.0, relax=2.0)
+    b2.backlog(0.0, True)
+    b2.backlog(4.0, False)  # at the ceiling, 5
+    b2.backlog(5.0, True)  # fell to 3: ramps on from 3, not from the base
+    assert b2.rate_at(5.0) == 3.0 and b2.rate_at(6.0) == 4.0 and b2.rate_at(9.0) == 5.0
+    # a token is due across the bend: from 0 tokens at 10.5 (rate 4 → 3 at 11), 1 token at 3.5τ − τ²... exactly
+    b3 = RampingStartBucket(rate=1.0, burst=100.0, ramp=1.0, cap=5.0, relax=2.0)
+    b3.backlog(0.0, True)
+    b3.backlog(10.0, False)
+    b3._refill(10.5)
+    b3._tokens = 0.0
+    tau = b3.next_token_in(10.5)
+    assert b3._integral(10.5, 10.5 + tau) == pytest.approx(1.0)
+    b3._tokens = -10.0  # a deficit of 11, beyond where the rate reaches the base (at 12: 4.5·1.5 = 5.25 + 1/s)
+    tau = b3.next_token_in(10.5)
+    assert 10.5 + tau > 12.0 and b3._integral(10.5, 10.5 + tau) == pytest.approx(11.0)
 
 
 @pytest.mark.parametrize("state", [(1.0, 0.5, 0.0, 0.3), (10.0, 4.0, 25.0, 2.0), (2.0, 3.0, 0.0, 1.7)])
@@ -209,6 +238,7 @@ def test_ramping_bucket_wakes_up_exactly_when_a_token_is_there(state):
         if tau > 0:
             probe = RampingStartBucket(rate, 1.0, ramp, cap)
             probe._tokens, probe._t, probe.since = b._tokens, b._t, b.since
+            probe.rising, probe._r, probe._rt = b.rising, b._r, b._rt
             assert not probe.try_take(t + tau * (1 - 1e-6))  # not before
         t += tau
         assert b.try_take(t)  # but then

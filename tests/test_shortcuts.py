@@ -113,6 +113,7 @@ def load_tests(draw: st.DrawFn, **fixed: st.SearchStrategy) -> dict:
         "start_rate": pick("limits.start_rate", st.floats(1.0, 200.0)),
         "start_burst": pick("limits.start_burst", st.floats(1.0, 30.0)),
         "start_ramp_per_s": pick("limits.start_ramp_per_s", st.sampled_from([0.0, 0.5, 5.0])),
+        "start_relax_per_s": pick("limits.start_relax_per_s", st.sampled_from([0.0, 0.5, 5.0, 50.0])),
     }
     if tree["limits"]["start_ramp_per_s"] and draw(st.booleans()):
         tree["limits"]["start_rate_max"] = tree["limits"]["start_rate"] * draw(st.floats(1.0, 3.0))

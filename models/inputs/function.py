@@ -9,7 +9,8 @@ limits, both per Function:
 - start: a token bucket of inputs started per second per Function. Modal does not document it ("spawned inputs
   start more slowly than they are accepted"); its rate is fitted to the reference load test (calibration/fit.py),
   its burst is an assumption. With ``limits.start_ramp_per_s`` > 0 its rate ramps up while a backlog persists, up to
-  ``limits.start_rate_max``, and falls back when the backlog clears (models/inputs/startlimit.py; off by default).
+  ``limits.start_rate_max``, and falls back by ``limits.start_relax_per_s`` when the backlog clears
+  (models/inputs/startlimit.py).
 - containers run up to ``max_inputs`` inputs at once (``@modal.concurrent``); inputs go to a container below
   ``target_inputs`` first and burst up to ``max_inputs`` only when every container is at its target. The
   autoscaler (models/inputs/autoscaler.py) sizes the pool to inputs in the system ÷ target_inputs
@@ -84,15 +85,27 @@ class LimitParams:
         doc="while inputs are pending the start rate grows by this many inputs/s per second; 0 = no ramp",
     )
     start_rate_max: float = param(
-        0.0,
+        833.0,
         ge=0,
-        source="assumption: the ramp's ceiling; not fitted (0: the reference test does not reach one)",
+        source="assumption: the ramp's ceiling, the fastest start rate the fitted model reached in the reference load "
+        "test (spawn, seeds 0-1: 832.7/s after its 64 s backlog; models/inputs/startlimit.py); nothing faster was "
+        "observed",
         doc="the most the start rate ramps up to; 0 = no cap (used only with start_ramp_per_s > 0)",
+    )
+    start_relax_per_s: float = param(
+        7.3,
+        ge=0,
+        source="assumption: the rate falls back as fast as it ramped up (limits.start_ramp_per_s, fitted)",
+        doc="once the backlog clears the start rate falls back to start_rate by this many inputs/s per second; "
+        "0 = at once",
     )
 
     def __post_init__(self) -> None:
         if self.start_rate_max and self.start_rate_max < self.start_rate:
-            raise ValueError("start_rate_max: must be 0 (no cap) or >= start_rate")
+            raise ValueError(
+                f"start_rate_max: the ramp's ceiling ({self.start_rate_max:g}/s) is below start_rate "
+                f"({self.start_rate:g}/s); set it >= start_rate, or 0 for no ceiling"
+            )
 
 
 @dataclass(frozen=True)
@@ -158,7 +171,11 @@ class Function:
             self.in_system_cap = limits.sync_in_system_cap
             if limits.start_ramp_per_s > 0:
                 self.start_bucket: StartBucket | None = RampingStartBucket(
-                    limits.start_rate, limits.start_burst, limits.start_ramp_per_s, limits.start_rate_max
+                    limits.start_rate,
+                    limits.start_burst,
+                    limits.start_ramp_per_s,
+                    limits.start_rate_max,
+                    limits.start_relax_per_s,
                 )
             else:
                 self.start_bucket = StartBucket(limits.start_rate, limits.start_burst)

@@ -25,8 +25,8 @@ clients.backoff_base_s clients.backoff_max_s clients.connection_limit clients.co
 clients.reissue clients.retry
 function.containers function.copies function.max_inputs function.target_inputs
 limits.async_accept_burst limits.async_accept_rate limits.async_pending_cap limits.enabled limits.start_burst
-limits.start_ramp_per_s limits.start_rate limits.start_rate_max limits.sync_accept_burst limits.sync_accept_rate
-limits.sync_in_system_cap limits.sync_pending_cap
+limits.start_ramp_per_s limits.start_rate limits.start_rate_max limits.start_relax_per_s limits.sync_accept_burst
+limits.sync_accept_rate limits.sync_in_system_cap limits.sync_pending_cap
 overhead.dispatch overhead.result overhead.submit
 server.container_cpu server.cpu_per_request_s server.max_concurrency server.proxy_latency_s
 server.scaleup_window_s server.target_concurrency
@@ -62,7 +62,8 @@ FIFO = Shortcut(
         # no limits: nothing is rejected, so no client retries; an open loop has no clients of its own
         **any_of(
             "limits.async_accept_burst limits.async_accept_rate limits.async_pending_cap limits.start_burst "
-            "limits.start_ramp_per_s limits.start_rate limits.start_rate_max limits.sync_accept_burst "
+            "limits.start_ramp_per_s limits.start_rate limits.start_rate_max limits.start_relax_per_s "
+            "limits.sync_accept_burst "
             "limits.sync_accept_rate limits.sync_in_system_cap limits.sync_pending_cap"
         ),
         **any_of(

@@ -1,4 +1,4 @@
-"""A Function's start limit: a token bucket of inputs started per second that may ramp up under a backlog (issue 9).
+"""A Function's start limit: a token bucket of inputs started per second that may ramp up under a backlog.
 
 Modal does not document the start limit (domain.md §1: "spawned inputs start more slowly than they are accepted:
 above about 200/s per Function, extra inputs wait instead of failing"). ``StartBucket`` is the plain bucket of
@@ -7,10 +7,15 @@ sim/limiter.py (rate ``limits.start_rate``, burst ``limits.start_burst``) plus w
 
 ``RampingStartBucket`` (``limits.start_ramp_per_s`` > 0; an assumption and a calibration target): while a backlog
 persists (inputs pending, from the moment one is queued until the queue is empty again), the rate grows linearly by
-``start_ramp_per_s`` inputs/s per second, up to ``limits.start_rate_max`` (0: no cap); when the backlog clears the
-rate falls back to ``start_rate`` at once. Tokens accrue as the integral of that rate (capped at the burst, as the
-plain bucket). Why: a plain FIFO bucket gives the k-th input of a burst a wait of k / rate, a uniform wait profile
-(p99 ≈ 2 × p50); a ramp serves later inputs faster, so its waits are concave in k (a lower p99 for the same mean).
+``start_ramp_per_s`` inputs/s per second, up to ``limits.start_rate_max``; once the backlog clears it falls back
+towards ``start_rate`` linearly by ``limits.start_relax_per_s`` (0: at once), and a backlog that begins again ramps
+on from wherever the rate has fallen to. Tokens accrue as the integral of that rate (capped at the burst, as the
+plain bucket). Why a ramp: a plain FIFO bucket gives the k-th input of a burst a wait of k / rate, a uniform wait
+profile (p99 ≈ 2 × p50); a ramp serves later inputs faster, so its waits are concave in k (a lower p99 for the same
+mean). Why bounded: a rate that grows for as long as a backlog lasts has no support in the sources (none says a
+Function starts inputs faster and faster), and one that drops to its base the instant the queue empties makes a
+closed loop run a sawtooth; the ceiling is the fastest rate the fitted model reached in the reference load test
+(its envelope: nothing beyond it was observed), the relaxation as fast as the ramp (an assumption).
 """
 
 from __future__ import annotations
@@ -37,48 +42,64 @@ class StartBucket(TokenBucket):
 
 class RampingStartBucket(StartBucket):
     """A start bucket whose rate ramps from ``rate`` by ``ramp`` per second while a backlog persists, up to ``cap``
-    (0: no cap)."""
+    (0: no cap), and falls back to ``rate`` by ``relax`` per second when it clears (0: at once).
 
-    __slots__ = ("base", "cap", "ramp", "since")
+    The rate is piecewise linear: ``_r`` at ``_rt``, rising (a backlog) or falling (none), until it reaches its
+    bound (``cap`` rising, ``base`` falling), then constant."""
 
-    def __init__(self, rate: float, burst: float, ramp: float, cap: float = 0.0) -> None:
+    __slots__ = ("_r", "_rt", "base", "cap", "ramp", "relax", "rising", "since")
+
+    def __init__(self, rate: float, burst: float, ramp: float, cap: float = 0.0, relax: float = 0.0) -> None:
         super().__init__(rate, burst)
         if not ramp > 0:
             raise ValueError(f"ramp must be > 0, got {ramp!r}")
+        if not relax >= 0:
+            raise ValueError(f"relax must be >= 0, got {relax!r}")
         self.base = self.rate
         self.ramp = float(ramp)
+        self.relax = float(relax)
         self.cap = float(cap) if cap > 0 else math.inf
         if self.cap < self.base:
             raise ValueError(f"rate cap {cap!r} is below the base rate {rate!r}")
         self.since: float | None = None  # when the current backlog began (None: no backlog)
+        self.rising = False
+        self._r, self._rt = self.base, 0.0
+
+    def _segment(self) -> tuple[float, float, float]:
+        """(slope, when the rate reaches its bound, the bound) of the current regime."""
+        if self.rising:
+            end = self._rt + (self.cap - self._r) / self.ramp if self.cap < math.inf else math.inf
+            return self.ramp, end, self.cap
+        if self._r <= self.base or not self.relax:
+            return 0.0, self._rt, self.base
+        return -self.relax, self._rt + (self._r - self.base) / self.relax, self.base
 
     def rate_at(self, t: float) -> float:
-        if self.since is None:
+        if self.rising:
+            return min(self.cap, self._r + self.ramp * (t - self._rt))
+        if self._at_base():
             return self.base
-        return min(self.cap, self.base + self.ramp * (t - self.since))
-
-    def _capped_from(self) -> float:
-        """When the ramp reaches the cap (inf: never); only during a backlog."""
-        return self.since + (self.cap - self.base) / self.ramp if self.cap < math.inf else math.inf
+        return max(self.base, self._r - self.relax * (t - self._rt))
 
     def _integral(self, a: float, b: float) -> float:
-        """Tokens that accrue over [a, b] (a <= b) in the current regime."""
-        if self.since is None:
-            return self.base * (b - a)
-        s, tc = self.since, self._capped_from()
-        total = 0.0
-        if a < tc:
-            e = min(b, tc)
-            total += self.base * (e - a) + 0.5 * self.ramp * ((e - s) ** 2 - (a - s) ** 2)
-        if b > tc:
-            total += self.cap * (b - max(a, tc))
+        """Tokens that accrue over [a, b] (``_rt`` <= a <= b) in the current regime."""
+        slope, end, bound = self._segment()
+        s, total = self._rt, 0.0
+        if a < end:
+            e = min(b, end)
+            total += self._r * (e - a) + 0.5 * slope * ((e - s) ** 2 - (a - s) ** 2)
+        if b > end:
+            total += bound * (b - max(a, end))
         return total
 
     def _refill(self, now: float) -> None:
         if now > self._t:
-            gained = self.base * (now - self._t) if self.since is None else self._integral(self._t, now)
+            gained = self.base * (now - self._t) if self._at_base() else self._integral(self._t, now)
             self._tokens = min(self.burst, self._tokens + gained)
             self._t = now
+
+    def _at_base(self) -> bool:
+        return not self.rising and (self._r <= self.base or not self.relax)
 
     def try_take(self, now: float) -> bool:
         """As the plain bucket's, with tokens accrued under the ramp."""
@@ -90,31 +111,37 @@ class RampingStartBucket(StartBucket):
 
     def backlog(self, now: float, on: bool) -> None:
         self._refill(now)  # tokens up to now under the old regime
+        if on == self.rising:
+            return
         if on:
-            if self.since is None:
-                self.since = now
+            self.since = now
+            self._r = self.rate_at(now) if not self._at_base() else self.base
         else:
             self.since = None
+            self._r = self.rate_at(now) if self.relax else self.base
+        self._rt, self.rising = now, on
 
     def next_token_in(self, now: float) -> float:
         self._refill(now)
         deficit = 1.0 - self._tokens
         if deficit <= 0:
             return 0.0
+        slope, end, bound = self._segment()
         r0 = self.rate_at(now)
-        if self.since is None or r0 >= self.cap:
+        if self._at_base() or r0 == bound:
             return deficit / r0
-        # r0·τ + ramp·τ²/2 = deficit, in the form that does not cancel
-        tau = 2.0 * deficit / (r0 + math.sqrt(r0 * r0 + 2.0 * self.ramp * deficit))
-        tc = self._capped_from()
-        if now + tau <= tc:
-            return tau
-        return (tc - now) + (deficit - self._integral(now, tc)) / self.cap
+        # r0·τ + slope·τ²/2 = deficit, in the form that does not cancel (no real root: the segment ends first)
+        disc = r0 * r0 + 2.0 * slope * deficit
+        if disc >= 0.0:
+            tau = 2.0 * deficit / (r0 + math.sqrt(disc))
+            if now + tau <= end:
+                return tau
+        return (end - now) + (deficit - self._integral(now, end)) / bound
 
     def startable_within(self, now: float, dt: float) -> float:
-        """As the plain bucket, with the rate ramping on over ``dt`` if a backlog persists (a look, not a refill)."""
+        """As the plain bucket, with the rate going on as it goes over ``dt`` (a look, not a refill)."""
         tokens = self._tokens
         if now > self._t:
-            gained = self.base * (now - self._t) if self.since is None else self._integral(self._t, now)
+            gained = self.base * (now - self._t) if self._at_base() else self._integral(self._t, now)
             tokens = min(self.burst, tokens + gained)
         return tokens + self._integral(now, now + dt)
