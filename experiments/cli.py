@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from models.registry import MODELS, model_of
+from sim.model import InvariantViolated
 from sim.scenario import ScenarioError, build, resolve
 
 BAD_INPUT = 2
@@ -145,6 +146,9 @@ def main_guard(prog: str, fn: Callable[[], int]) -> int:
     except ScenarioError as e:
         print(f"{prog}: {one_line(str(e))}", file=sys.stderr)
         return BAD_INPUT
+    except InvariantViolated as e:  # a bug in the model: say so in one line, exit 1
+        print(f"{prog}: {one_line(str(e))}", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # the reader went away (`... | head`): stop quietly, as a Unix tool does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

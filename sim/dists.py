@@ -39,6 +39,11 @@ class Dist:
     def var(self) -> float:
         raise NotImplementedError
 
+    @property
+    def low(self) -> float:
+        """The least value a draw can take (the support's lower bound)."""
+        raise NotImplementedError
+
     def cdf(self, x: float) -> float:
         raise NotImplementedError
 
@@ -75,6 +80,7 @@ class Constant(Dist):
 
     mean = property(lambda self: self.x)
     var = property(lambda self: 0.0)
+    low = property(lambda self: self.x)
 
     def cdf(self, x: float) -> float:
         return 1.0 if x >= self.x else 0.0
@@ -95,6 +101,7 @@ class Uniform(Dist):
         return rng.uniform(self.a, self.b, n)
 
     mean = property(lambda self: (self.a + self.b) / 2)
+    low = property(lambda self: self.a)
     var = property(lambda self: (self.b - self.a) ** 2 / 12)
 
     def cdf(self, x: float) -> float:
@@ -116,6 +123,7 @@ class Exponential(Dist):
         return rng.exponential(self.scale, n)
 
     mean = property(lambda self: self.scale)
+    low = property(lambda self: 0.0)
     var = property(lambda self: self.scale**2)
 
     def cdf(self, x: float) -> float:
@@ -138,6 +146,7 @@ class LogNormal(Dist):
         return rng.lognormal(math.log(self.median), self.sigma, n)
 
     mean = property(lambda self: self.median * math.exp(self.sigma**2 / 2))
+    low = property(lambda self: 0.0)
     var = property(lambda self: (math.exp(self.sigma**2) - 1) * self.mean**2)
 
     def cdf(self, x: float) -> float:
@@ -163,6 +172,7 @@ class Empirical(Dist):
         return values[np.minimum((rng.random(n) * len(values)).astype(np.int64), len(values) - 1)]
 
     mean = property(lambda self: float(np.mean(self.values)))
+    low = property(lambda self: float(min(self.values)))
     var = property(lambda self: float(np.var(self.values)))
 
     def cdf(self, x: float) -> float:

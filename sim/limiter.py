@@ -38,6 +38,13 @@ class TokenBucket:
             return True
         return False
 
+    def take_up_to(self, now: float, n: int) -> int:
+        """Take as many whole tokens as there are, up to ``n``; return how many were taken."""
+        self._refill(now)
+        k = min(n, int(self._tokens + 1e-9))
+        self._tokens -= k
+        return k
+
     def next_token_in(self, now: float) -> float:
         """Seconds from ``now`` until a token is available (0 if one is)."""
         self._refill(now)

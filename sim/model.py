@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+class InvariantViolated(RuntimeError):
+    """A run broke a rule its numbers must keep (each model's invariants: models/inputs/invariants.py): a bug in the
+    model, not bad input (exit 1, one line)."""
+
+
 class RunFunction(Protocol):
     def __call__(
         self, sc: Any, seed: int = 0, series: dict | None = None, records: bool = False, jobs: int = 1

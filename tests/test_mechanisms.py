@@ -327,9 +327,13 @@ def test_the_function_tells_its_bucket_when_a_backlog_begins_and_clears():
     assert not fn.pending and bucket.since is None and bucket.rate_at(10.0) == 1.0
 
 
-def test_start_rate_max_below_start_rate_is_rejected():
-    with pytest.raises(ScenarioError, match=r"limits\.start_rate_max"):
-        scenario({"limits": {"start_rate": 100.0, "start_rate_max": 50.0}})
+def test_a_ceiling_at_or_below_the_start_rate_means_no_ramp():
+    # the default ceiling (833/s) with a start rate set above it: the rate stays at the start rate
+    b = RampingStartBucket(rate=1000.0, burst=1.0, ramp=5.0, cap=833.0)
+    b.backlog(0.0, True)
+    assert b.rate_at(100.0) == 1000.0 and b.startable_within(0.0, 2.0) == pytest.approx(1.0 + 2000.0)
+    _, a = trace(burst(50, {"start_rate": 10.0, "start_ramp_per_s": 2.0, "start_rate_max": 5.0}))
+    np.testing.assert_allclose(a["started"], np.arange(50) / 10.0, rtol=1e-9, atol=1e-9)
 
 
 # --- 3. scale from zero that sees the whole burst; scaleup_step 0 ---------------------------------------------------
@@ -364,6 +368,24 @@ def test_burst_aware_scale_from_zero_for_the_server():
     assert containers_after_first_decision(tree) == 1  # the 503s each count as one more request
     tree["autoscaler"] = {**tree["autoscaler"], "burst_aware": True}
     assert containers_after_first_decision(tree) == 8  # 8,000 requests answered 503 at 0 ÷ target_concurrency 1,000
+
+
+def test_containers_are_launched_at_a_bounded_rate():
+    # 80,000 spawns wanting 160 containers of 500 at once: the launch bucket lets 100 go at 0, then 100 per second
+    tree = {**spawn_burst(scaleup_step=0, burst_aware=True, interval_s=0.5), "duration_s": 5.0}
+    tree["clients"] = {"count": 80, "in_flight": 1000}
+    tree["limits"] = {"async_accept_burst": 100_000.0}
+    series: dict = {}
+    loadtest.run(scenario({**tree, "autoscaler": {**tree["autoscaler"], "launch_rate_per_s": 20.0}}), series=series)
+    t, n = np.array(series["t"]), np.array(series["containers"])
+    assert 100 <= n[t == 0.5][0] <= 110  # the burst at 0, then at most 20/s
+    # then at most 20/s more (whole containers at each decision, 0.5 s apart), up to the 160 wanted
+    assert all(n[t <= s_].max() <= 100 + 20 * s_ for s_ in t)
+    assert 100 + 20 * 2.0 - 10 <= n[t == 2.0][0] <= 140 and n.max() == 160
+    unlimited: dict = {}
+    off = {**tree["autoscaler"], "launch_rate_per_s": 0.0}
+    loadtest.run(scenario({**tree, "autoscaler": off}), series=unlimited)
+    assert unlimited["containers"][1] == 160  # no bucket: all at once
 
 
 def test_scaleup_step_zero_means_no_cap_and_negative_is_rejected():

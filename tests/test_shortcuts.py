@@ -135,6 +135,8 @@ def load_tests(draw: st.DrawFn, **fixed: st.SearchStrategy) -> dict:
         "max_containers": pick("autoscaler.max_containers", st.sampled_from([0, max(lo, 1), max(lo, 3), 10])),
         "buffer_containers": pick("autoscaler.buffer_containers", st.integers(0, 2)),
         "scaledown_window_s": pick("autoscaler.scaledown_window_s", st.floats(2.0, 30.0)),
+        "launch_rate_per_s": pick("autoscaler.launch_rate_per_s", st.sampled_from([0.0, 0.5, 3.0, 100.0])),
+        "launch_burst": pick("autoscaler.launch_burst", st.sampled_from([1.0, 2.0, 100.0])),
     }
     tree["overhead"] = {
         "submit": pick("overhead.submit", dists(0.001, 0.3, zero=True)),

@@ -90,6 +90,11 @@ class FifoQueue(OpenLoop):
     def _drained(self, _arg: None) -> None:
         self._stop()
 
+    def violations(self, now: float) -> list[str]:
+        """What its counts break of its limits' bounds (models/inputs/invariants.py): nothing (the recursion runs
+        only without limits: its shape)."""
+        return []
+
     def state(self) -> tuple[int, int, int, str | None]:
         """(running, pending, containers, why pending inputs wait) now, as the Function's events would have left
         them (models/inputs/monitor.py)."""

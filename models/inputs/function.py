@@ -90,7 +90,8 @@ class LimitParams:
         source="assumption: the ramp's ceiling, the fastest start rate the fitted model reached in the reference load "
         "test (spawn, seeds 0-1: 832.7/s after its 64 s backlog; models/inputs/startlimit.py); nothing faster was "
         "observed",
-        doc="the most the start rate ramps up to; 0 = no cap (used only with start_ramp_per_s > 0)",
+        doc="the most the start rate ramps up to (at or below start_rate: no ramp); 0 = no cap (used only with "
+        "start_ramp_per_s > 0)",
     )
     start_relax_per_s: float = param(
         7.3,
@@ -99,13 +100,6 @@ class LimitParams:
         doc="once the backlog clears the start rate falls back to start_rate by this many inputs/s per second; "
         "0 = at once",
     )
-
-    def __post_init__(self) -> None:
-        if self.start_rate_max and self.start_rate_max < self.start_rate:
-            raise ValueError(
-                f"start_rate_max: the ramp's ceiling ({self.start_rate_max:g}/s) is below start_rate "
-                f"({self.start_rate:g}/s); set it >= start_rate, or 0 for no ceiling"
-            )
 
 
 @dataclass(frozen=True)
@@ -162,6 +156,7 @@ class Function:
         self.n_pending = [0, 0]
         self.n_running = [0, 0]
         self.started = 0  # inputs started so far (the monitor's cumulative series)
+        self.accepted = [0, 0]  # inputs accepted so far by call style (counted only under the accept limits)
         if limits.enabled:
             self.accept = [
                 TokenBucket(limits.sync_accept_rate, limits.sync_accept_burst),
@@ -214,6 +209,7 @@ class Function:
                 return "queue_full"
             if not self.accept[style].try_take(now):
                 return "rate_limited"
+            self.accepted[style] += 1
         self._in_system += 1
         if self._in_system > self.pool.quiet_hi:
             self.pool.poke()
@@ -342,6 +338,34 @@ class Function:
             if pending:
                 self._start_pending()  # no start token: schedules the limiter's wake-up
         self.on_done(call)  # the result sets out for the caller (overhead.result: the callers'); the slot is free
+
+    def violations(self, now: float) -> list[str]:
+        """What this Function's counts break of its limits' bounds by time ``now`` (models/inputs/invariants.py):
+        a token bucket of rate r and burst b admits at most b + r·t in t seconds; the start bucket's rate never
+        passes its ceiling."""
+        out = []
+        if self.accept is not None:
+            for style, bucket in enumerate(self.accept):
+                most = bucket.burst + bucket.rate * now
+                if self.accepted[style] > most * (1 + 1e-9) + 1e-6:
+                    out.append(
+                        f"accepted {self.accepted[style]:,} {('sync', 'async')[style]} inputs by t = {now:g} s, "
+                        f"more than the accept limit admits ({most:,.1f})"
+                    )
+        bucket = self.start_bucket
+        if bucket is not None:
+            if isinstance(bucket, RampingStartBucket):
+                peak = bucket.peak_rate
+                if peak > bucket.cap * (1 + 1e-12):
+                    out.append(f"start rate {peak:,.1f}/s above its ceiling {bucket.cap:,.1f}/s")
+                most = bucket.burst + bucket.peak_rate * now
+            else:
+                most = bucket.burst + bucket.rate * now
+            if self.started > most * (1 + 1e-9) + 1e-6:
+                out.append(
+                    f"started {self.started:,} inputs by t = {now:g} s, more than the start limit admits ({most:,.1f})"
+                )
+        return out
 
     def state(self) -> tuple[int, int, int, str | None]:
         """(running, pending, containers, why pending inputs wait): what models/inputs/monitor.py samples."""

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from models.inputs import parts
+from models.inputs import invariants, parts
 from models.inputs.approaches import APPROACHES
 from models.inputs.approaches.base import LOADS
 from models.inputs.autoscaler import AutoscalerParams
@@ -99,6 +99,7 @@ def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool =
         used -= {"parts"}  # the run is one part: nothing to split
     out, end = parts.simulate(sc, seed, records, series is not None, used, jobs)
     metrics = outcome_metrics(sc, out, end)
+    invariants.check(sc, out, metrics)
     metrics["shortcuts_used"] = sorted(used)
     if series is not None:
         series.update(out.series)

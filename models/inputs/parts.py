@@ -79,6 +79,7 @@ class Outcome:
     capacity_per_s: float  # input-seconds per second the load holds in flight with nothing in its way (the run's)
     counted: dict  # the metrics of COUNTED, combined by their declared rules
     records: dict[str, np.ndarray] | None
+    violations: list[str]  # what the part's Functions broke of their limits' bounds (models/inputs/invariants.py)
 
     def absorb(self, other: Outcome) -> None:
         """Add the outcome of the next part (its records aside: ``simulate`` joins them)."""
@@ -91,6 +92,7 @@ class Outcome:
                 if k != "t":
                     values[:] = [a + b for a, b in zip(values, other.series[k], strict=True)]
         self.counted = COUNTED.combine(self.counted, other.counted)
+        self.violations += other.violations
 
 
 class Part:
@@ -143,6 +145,7 @@ class Part:
                 "events": self.sim.events,
             },
             records=self.log.arrays() if self.records else None,
+            violations=[v for t in self.targets for v in t.violations(self.sim.now)],
         )
 
 

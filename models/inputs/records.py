@@ -243,6 +243,12 @@ _SUMS = (
     "in_system_calls_sum",
     "issued_inputs",
     "issued_calls",
+    # Little's law's window terms, calls-weighted (models/inputs/invariants.py): of the calls issued in the window
+    # and back, their time past its end; of those issued in it and never back, their time to its end; of those
+    # issued before it, their time in it
+    "past_end_calls",
+    "open_calls",
+    "before_calls",
 )
 
 
@@ -261,6 +267,7 @@ class CallSummary:
         self.initial_last_back = -math.inf
         self.wait_slices = np.zeros((2, self.SLICES))  # sum and count of the waits of the inputs issued per slice
         self.n = dict.fromkeys(_SUMS, 0)
+        self.added_min = math.inf  # the least added latency of the calls counted (the invariants' floor)
 
     def add(self, a: dict[str, np.ndarray]) -> None:
         """Fold in records: columns ok, items, work, initial, issued, started, finished, kind, attempts."""
@@ -286,7 +293,10 @@ class CallSummary:
             self.initial_last_back = max(self.initial_last_back, float(finished[initial & done].max()))
 
         response = finished[served] - issued[served]
-        self.added.add(response - a["work"][served])
+        added = response - a["work"][served]
+        self.added.add(added)
+        if len(added):
+            self.added_min = min(self.added_min, float(added.min()))
         n["served"] += len(response)
         n["response_sum"] += float(response.sum())
 
@@ -311,6 +321,12 @@ class CallSummary:
         n["in_system_calls_sum"] += float((in_system * items[returned]).sum())
         n["issued_inputs"] += int(issued_in_window.sum())
         n["issued_calls"] += int(items[issued_in_window].sum())
+        n["past_end_calls"] += float((np.maximum(finished[returned] - w.end, 0.0) * items[returned]).sum())
+        never = issued_in_window & ~done
+        if never.any():  # (a window without an end holds no call never back: none is issued in it but at ∞)
+            n["open_calls"] += float(((w.end - issued[never]) * items[never]).sum())
+        before = issued < w.start
+        n["before_calls"] += float((overlap[before] * items[before]).sum())
 
         failed = done & ~ok
         n["errors_total"] += int(items[failed].sum())
@@ -330,6 +346,7 @@ class CallSummary:
         self.initial_back += other.initial_back
         self.initial_last_back = max(self.initial_last_back, other.initial_last_back)
         self.wait_slices += other.wait_slices
+        self.added_min = min(self.added_min, other.added_min)
 
     def metrics(self) -> dict:
         n, span = self.n, self.window.end - self.window.start

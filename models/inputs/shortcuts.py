@@ -18,7 +18,8 @@ KEYS = """
 approach load work duration_s warmup_s drain_s
 arrivals.rate arrivals.shape
 autoscaler.buffer_containers autoscaler.burst_aware autoscaler.cold_start autoscaler.interval_s
-autoscaler.max_containers autoscaler.min_containers autoscaler.program autoscaler.program_mode
+autoscaler.launch_burst autoscaler.launch_rate_per_s autoscaler.max_containers autoscaler.min_containers
+autoscaler.program autoscaler.program_mode
 autoscaler.scaledown_window_s autoscaler.scaleup_step autoscaler.size_to
 batching.chunk_items batching.item_failure_prob batching.round_items
 clients.backoff_base_s clients.backoff_max_s clients.connection_limit clients.count clients.in_flight
@@ -56,7 +57,8 @@ FIFO = Shortcut(
         # a fixed pool takes no decision and launches nothing: the autoscaler's keys change nothing
         **any_of(
             "autoscaler.buffer_containers autoscaler.burst_aware autoscaler.cold_start autoscaler.interval_s "
-            "autoscaler.max_containers autoscaler.min_containers autoscaler.scaledown_window_s "
+            "autoscaler.launch_burst autoscaler.launch_rate_per_s autoscaler.max_containers autoscaler.min_containers "
+            "autoscaler.scaledown_window_s "
             "autoscaler.scaleup_step autoscaler.size_to"
         ),
         # no limits: nothing is rejected, so no client retries; an open loop has no clients of its own

@@ -42,12 +42,13 @@ class StartBucket(TokenBucket):
 
 class RampingStartBucket(StartBucket):
     """A start bucket whose rate ramps from ``rate`` by ``ramp`` per second while a backlog persists, up to ``cap``
-    (0: no cap), and falls back to ``rate`` by ``relax`` per second when it clears (0: at once).
+    (0: no cap; at or below ``rate``: no ramp), and falls back to ``rate`` by ``relax`` per second when it clears (0:
+    at once).
 
     The rate is piecewise linear: ``_r`` at ``_rt``, rising (a backlog) or falling (none), until it reaches its
     bound (``cap`` rising, ``base`` falling), then constant."""
 
-    __slots__ = ("_r", "_rt", "base", "cap", "ramp", "relax", "rising", "since")
+    __slots__ = ("_peak", "_r", "_rt", "base", "cap", "ramp", "relax", "rising", "since")
 
     def __init__(self, rate: float, burst: float, ramp: float, cap: float = 0.0, relax: float = 0.0) -> None:
         super().__init__(rate, burst)
@@ -58,12 +59,16 @@ class RampingStartBucket(StartBucket):
         self.base = self.rate
         self.ramp = float(ramp)
         self.relax = float(relax)
-        self.cap = float(cap) if cap > 0 else math.inf
-        if self.cap < self.base:
-            raise ValueError(f"rate cap {cap!r} is below the base rate {rate!r}")
+        self.cap = max(float(cap), self.base) if cap > 0 else math.inf  # at or below the base: no ramp
         self.since: float | None = None  # when the current backlog began (None: no backlog)
         self.rising = False
         self._r, self._rt = self.base, 0.0
+        self._peak = self.base  # the highest rate of the regimes before the current one
+
+    @property
+    def peak_rate(self) -> float:
+        """The highest rate so far (up to the last refill): a rising rate is highest at the latest time seen."""
+        return max(self._peak, self.rate_at(self._t)) if self.rising else self._peak
 
     def _segment(self) -> tuple[float, float, float]:
         """(slope, when the rate reaches its bound, the bound) of the current regime."""
@@ -113,6 +118,7 @@ class RampingStartBucket(StartBucket):
         self._refill(now)  # tokens up to now under the old regime
         if on == self.rising:
             return
+        self._peak = max(self._peak, self.rate_at(now))
         if on:
             self.since = now
             self._r = self.rate_at(now) if not self._at_base() else self.base

@@ -149,6 +149,11 @@ class Proxy:
         self.active -= 1
         self.on_done(call)
 
+    def violations(self, now: float) -> list[str]:
+        """What its counts break of its limits' bounds (models/inputs/invariants.py): nothing (no accept or start
+        limit applies to requests)."""
+        return []
+
     def state(self) -> tuple[int, int, int, str | None]:
         """(running, pending, containers, why): the proxy queues nothing; its limits show as 503 and 429."""
         return self.active, 0, self.pool.size, None

@@ -1,0 +1,129 @@
+"""The invariants every load test's numbers keep (models/inputs/invariants.py): each rule fires on an outcome broken
+the way it guards against, and none fires on the presets or on the scales capacity planners ask for (every run
+checks them: the fuzz suite's runs too, which must exit 0 or 2, never 1)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from models.inputs import invariants, loadtest, parts
+from models.inputs.autoscaler import AutoscalerParams
+from models.inputs.function import SYNC, Function, FunctionParams, LimitParams
+from models.inputs.records import CallLog
+from sim.engine import Sim
+from sim.model import InvariantViolated
+from sim.rng import Streams
+from tests.conftest import preset
+
+INPUT_PRESETS = ["loadtest-remote", "loadtest-spawn", "loadtest-copies", "loadtest-batching", "loadtest-server", "mmc"]
+
+
+def outcome(name: str, *sets: str) -> tuple:
+    sc = preset(name, *sets)
+    out, end = parts.simulate(sc, 0, False, False, loadtest.SHORTCUTS.used(sc), 1)
+    return sc, out, loadtest.outcome_metrics(sc, out, end)
+
+
+@pytest.mark.parametrize("name", INPUT_PRESETS)
+def test_no_invariant_fires_on_a_preset(name):
+    sc, out, m = outcome(name, "duration_s=30" if name != "mmc" else "duration_s=3000")
+    assert invariants.violations(sc, out, m) == []
+
+
+@pytest.mark.parametrize(
+    "name, sets",
+    [
+        # the issue's cases: an open loop past the start limit, retrying spawn clients, short and large runs
+        ("loadtest-spawn", ("load=arrivals", "arrivals.rate=1400", "duration_s=120")),
+        ("loadtest-spawn", ("clients.count=80", "clients.retry=backoff", "duration_s=30")),
+        ("loadtest-spawn", ("clients.count=64", "clients.in_flight=1000", "duration_s=20")),
+        ("loadtest-copies", ("duration_s=2",)),
+        ("loadtest-copies", ("clients.count=80", "function.copies=0", "duration_s=20")),
+        ("loadtest-server", ("clients.count=80", "duration_s=10")),
+        ("loadtest-remote", ("overhead.submit=uniform(0.05, 0.2)", "overhead.result=exponential(0.1)")),
+    ],
+)
+def test_no_invariant_fires_where_planners_go(name, sets):
+    sc, out, m = outcome(name, *sets)
+    assert invariants.violations(sc, out, m) == []
+
+
+def broken(name: str, *sets: str):
+    sc, out, m = outcome(name, "duration_s=20", *sets)
+    assert invariants.violations(sc, out, m) == []
+    return sc, copy.deepcopy(out), dict(m)
+
+
+def test_accounting_breaks_are_found():
+    sc, out, m = broken("loadtest-remote")
+    m["calls_completed"] -= 1
+    assert any("calls issued" in v for v in invariants.violations(sc, out, m))
+    sc, out, m = broken("loadtest-remote")
+    out.summary.n["calls"] = out.summary.n["issued_calls"] + 1
+    assert any("calls issued in the window" in v for v in invariants.violations(sc, out, m))
+
+
+def test_a_little_law_break_is_found():
+    sc, out, m = broken("loadtest-spawn")
+    out.summary.n["overlap_calls"] *= 1 + 1e-6
+    assert any("Little's law" in v for v in invariants.violations(sc, out, m))
+
+
+def test_more_calls_back_than_the_callers_can_make_is_found():
+    sc, out, m = broken("loadtest-remote")
+    # 8 × 1,000 slots, calls of at least 1 s of work + 0.236 s of legs, a 20 s window: at most 8,000 × (20/1.236 + 1)
+    m["calls_back"] = int(8000 * (20 / 1.236 + 1)) + 1
+    assert any("the most the callers can make" in v for v in invariants.violations(sc, out, m))
+
+
+def test_an_added_latency_below_the_legs_is_found():
+    sc, out, m = broken("loadtest-copies")
+    out.summary.added_min = 0.2  # the legs add 0.236 s at least
+    assert any("below the legs' least" in v for v in invariants.violations(sc, out, m))
+    sc, out, m = broken("loadtest-server")
+    out.summary.added_min = 0.009  # two proxy hops of 5 ms
+    assert any("below the legs' least" in v for v in invariants.violations(sc, out, m))
+
+
+def function(limits: LimitParams) -> tuple[Sim, CallLog, Function]:
+    sim, log = Sim(), CallLog()
+    fn = Function(
+        sim, "f", FunctionParams(containers=1, max_inputs=10_000), limits, AutoscalerParams(), Streams(0), log, print
+    )
+    return sim, log, fn
+
+
+def test_a_function_past_its_accept_or_start_bounds_is_found():
+    _, log, fn = function(LimitParams(sync_accept_rate=10.0, sync_accept_burst=5.0, start_ramp_per_s=0.0))
+    taken = [fn.submit(log.new(0, 0.0, 100.0), SYNC) for _ in range(8)]
+    assert taken.count(None) == 5 and fn.violations(0.0) == []  # the burst, and no more
+    fn.accepted[SYNC] += 1
+    assert any("more than the accept limit admits" in v for v in fn.violations(0.0))
+    fn.accepted[SYNC] -= 1
+    fn.started = 1000
+    assert any("more than the start limit admits" in v for v in fn.violations(0.0))
+
+
+def test_a_start_rate_above_its_ceiling_is_found():
+    sim, log, fn = function(LimitParams(start_rate=10.0, start_ramp_per_s=5.0, start_rate_max=20.0))
+    for _ in range(200):
+        fn.submit(log.new(0, 0.0, 100.0), SYNC)
+    sim.run(until=30.0)
+    bucket = fn.start_bucket
+    assert bucket.peak_rate == 20.0 and fn.violations(30.0) == []  # ramped to the ceiling in 2 s, and stayed
+    bucket._peak = 20.5
+    assert any("above its ceiling" in v for v in fn.violations(30.0))
+
+
+def test_a_violation_ends_the_run_with_one_line_and_exit_1(monkeypatch):
+    monkeypatch.setattr(invariants, "violations", lambda sc, out, m: ["a rule", "another"])
+    with pytest.raises(InvariantViolated, match=r"a bug in the model.*a rule; another"):
+        loadtest.run(preset("loadtest-remote", "duration_s=5"))
+    from experiments.cli import main_guard
+
+    def raising() -> int:
+        raise InvariantViolated("invariant violated (a bug in the model): a rule")
+
+    assert main_guard("prog", raising) == 1
