@@ -240,7 +240,8 @@ def _loadtest(
             *selection,
         ]
         report.write(args.out, best, comments)
-        print(f"\nwrote {args.out}")
+        side = report.write_plausible(Path(args.out), fits, best, cmd)
+        print(f"\nwrote {args.out} and {side}")
     return 0
 
 

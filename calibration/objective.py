@@ -129,6 +129,7 @@ class Objective:
         self.targets = targets
         self.extra = extra
         self.evaluations = 0  # distinct parameter sets simulated
+        self.seen: list[tuple[tuple[str, ...], float]] = []  # every parameter set scored, and its loss, in order
         self._cache: dict[tuple, Figures] = {}
 
     def figures(self, sets: list[str], approaches: Iterable[str] | None = None, keys: Iterable[str] = ()) -> Figures:
@@ -148,7 +149,9 @@ class Objective:
         return self.experiments.get(name) or reference(name)
 
     def __call__(self, sets: list[str]) -> float:
-        return loss(self.figures(sets), self.targets)
+        value = loss(self.figures(sets), self.targets)
+        self.seen.append((tuple(sets), value))
+        return value
 
 
 def spread(

@@ -162,6 +162,38 @@ def write(path: Path, f: Fit, comments: list[str]) -> None:
     write_settings(path, f.settings, comments)
 
 
+def plausible_path(params: Path) -> Path:
+    """Where the plausible models of a parameter file are: beside it, ``NAME.plausible.json``."""
+    return params.with_name(params.stem + ".plausible.json")
+
+
+def plausible(fits: list[Fit], best: Fit) -> list[dict]:
+    """Every parameter set the fit scored, of any candidate, whose loss is within max(1, 10%) of the kept fit's
+    (the profiles' rule, calibration/search.py): the models the data do not tell from the one kept. Each once (the
+    lowest loss it was scored at), best first."""
+    from calibration.search import within_profile
+
+    found: dict[tuple[str, ...], dict] = {}
+    for f in fits:
+        for sets, value in f.seen:
+            if within_profile(value, best.loss) and (sets not in found or value < found[sets]["loss"]):
+                found[sets] = {"candidate": f.candidate.name, "loss": round(value, 6), "settings": list(sets)}
+    return sorted(found.values(), key=lambda m: (m["loss"], m["settings"]))
+
+
+def write_plausible(params: Path, fits: list[Fit], best: Fit, command: str) -> Path:
+    """Write the plausible models beside the parameter file (experiments/uncertainty.py reads them)."""
+    path = plausible_path(params)
+    doc = {
+        "about": f"The plausible models of {params.name}: every parameter set `{command}` scored whose loss is within "
+        f"max(1, 10%) of the kept fit's ({best.loss:.4g}); experiments/uncertainty.py runs them for ranges.",
+        "kept": {"candidate": best.candidate.name, "loss": best.loss, "settings": best.settings},
+        "models": plausible(fits, best),
+    }
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return path
+
+
 def write_settings(path: Path, settings: list[str], comments: list[str]) -> str:
     """Write a parameter file of ``settings`` (``KEY=VALUE``) headed by ``comments``; return its text."""
     path.parent.mkdir(parents=True, exist_ok=True)

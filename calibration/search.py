@@ -56,6 +56,7 @@ class Fit:
     evaluations: int = 0
     skipped: str = ""  # why the candidate was not fitted
     targets: tuple[Target, ...] = ()  # what it was scored on
+    seen: list[tuple[tuple[str, ...], float]] = field(default_factory=list)  # every set scored, and its loss
 
     @property
     def settings(self) -> list[str]:
@@ -92,7 +93,7 @@ def profile(obj: Objective, cand: Candidate, values: tuple[float, ...], best: fl
 
 def fit_candidate(obj: Objective, cand: Candidate, quick: bool, max_evals: int, profile_points: int) -> Fit:
     """Grid (``quick``: the start point only), Nelder–Mead (at most ``max_evals`` evaluations), rounding, profile."""
-    start_evals = obj.evaluations
+    start_evals, start_seen = obj.evaluations, len(obj.seen)
     grids = [(f.start,) if quick or not f.grid else f.grid for f in cand.free]
     scored = sorted((obj(cand.settings(g)), g) for g in itertools.product(*grids))
     best_loss, best = scored[0]
@@ -121,7 +122,8 @@ def fit_candidate(obj: Objective, cand: Candidate, quick: bool, max_evals: int, 
     loss = obj(cand.settings(values))
     profiles = profile(obj, cand, values, loss, profile_points)
     figs = obj.figures(cand.settings(values))
-    return Fit(cand, values, loss, figs, profiles, obj.evaluations - start_evals, targets=obj.targets)
+    seen = obj.seen[start_seen:]
+    return Fit(cand, values, loss, figs, profiles, obj.evaluations - start_evals, targets=obj.targets, seen=seen)
 
 
 def fmt_values(cand: Candidate, values: tuple[float, ...] | list[float]) -> str:
