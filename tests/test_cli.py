@@ -119,10 +119,10 @@ def test_calibration_fit_quick_writes_a_parameter_file_that_run_accepts(tmp_path
     assert r.returncode == 0, r.stderr
     text = out.read_text()
     assert "[limits]" in text and "start_rate" in text and "| spawn | calls_per_s | 589 |" in text
-    # beside it, the plausible models: the kept one first, every one within max(1, 10%) of its loss
+    # beside it, the plausible models: the kept one among them, each within max(1, 10%) of its loss, best first
     side = json.loads((tmp_path / "fitted.plausible.json").read_text())
     losses = [m["loss"] for m in side["models"]]
-    assert side["models"][0]["settings"] == side["kept"]["settings"] and losses == sorted(losses)
+    assert side["kept"]["settings"] in [m["settings"] for m in side["models"]] and losses == sorted(losses)
     assert max(losses) <= side["kept"]["loss"] + max(1.0, 0.1 * side["kept"]["loss"])
     assert run.main(["loadtest-spawn", "--params", str(out), "--set", "duration_s=5", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["calls_issued"] > 0
