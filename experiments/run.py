@@ -14,6 +14,7 @@ import json
 import math
 import sys
 
+from experiments import uncertainty
 from experiments.cli import (
     ArgParser,
     RunProgress,
@@ -56,6 +57,14 @@ def parser() -> ArgParser:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics on stdout")
     p.add_argument("--metrics", action="store_true", help="print the declared metrics of the scenario's run (no run)")
+    p.add_argument(
+        "--uncertainty",
+        action="store_true",
+        help="also run the plausible models of the calibration (experiments/uncertainty.py): each figure with a range",
+    )
+    p.add_argument(
+        "--uncertainty-seeds", type=int, default=2, metavar="N", help="seeds per plausible model (default 2)"
+    )
     return p
 
 
@@ -65,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         parser().error(f"--seed: must be >= 0, got {args.seed}")
     if args.jobs < 1:
         parser().error(f"--jobs: must be >= 1, got {args.jobs}")
+    if not 1 <= args.uncertainty_seeds <= 100:
+        parser().error(f"--uncertainty-seeds: must be 1 .. 100, got {args.uncertainty_seeds}")
 
     def go() -> int:
         sc = load_scenario(args.scenario, args.sets, args.params)
@@ -78,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
             engine.PROGRESS = None
             progress.close()
         out = {**metrics, "seed": args.seed, "scenario": to_dict(sc)}
+        if args.uncertainty:
+            out["uncertainty"] = uncertainty.ranges(
+                args.scenario, args.sets, args.params, args.uncertainty_seeds, args.jobs
+            )
         if args.json:
             print(json.dumps(_finite(out), allow_nan=False))
         else:
@@ -87,6 +102,16 @@ def main(argv: list[str] | None = None) -> int:
                 v = metrics.get(k)
                 print(f"  {k:22s} {v:.4g}" if isinstance(v, float) else f"  {k:22s} {v}")
             print(f"  {'shortcuts_used':22s} {', '.join(metrics['shortcuts_used']) or 'none'}")
+            if args.uncertainty:
+                u = out["uncertainty"]
+                print(
+                    f"ranges over {u['models']} plausible models (of {u['of']}) × {u['seeds']} seeds "
+                    f"(central: the kept model's mean):"
+                )
+                for k in model.headline:
+                    r = u["ranges"].get(k)
+                    if r:
+                        print(f"  {k:22s} {r['central']:.4g}  ({r['low']:.4g} .. {r['high']:.4g})")
         return 0
 
     return main_guard("experiments.run", go)

@@ -1,0 +1,100 @@
+"""Ranges instead of single numbers: a load test run under each plausible model, at several seeds.
+
+The plausible models are the ones ``calibration.fit`` wrote beside the parameter file in use
+(``NAME.plausible.json``: every parameter set the fit scored, of any candidate, within max(1, 10%) of the kept
+fit's loss; calibration/report.py). The code's defaults are the shipped fit (calibration/params/reference-loadtest
+.toml), so a run without ``--params`` reads that file's; with ``--params FILE`` the last file that has one.
+
+Of the plausible models a run takes the *envelope*: the kept fit and, for each calibrated key, the plausible model
+with its least and the one with its greatest value (at most 1 + 2k models for k keys, fewer where they coincide),
+so that every direction the data leave open is tried at its extremes. Each runs at seeds 0 .. n − 1 with the
+scenario's own keys on top (a key the user sets wins over the model's). A figure's central value is the kept
+model's mean over the seeds; its range is the least and the greatest over every run (models × seeds): parameter
+and structural uncertainty (two candidates that fit alike) and run-to-run noise together.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from experiments.cli import cap_jobs, load_scenario, process_pool, run_scenario
+from sim.scenario import ScenarioError
+
+SHIPPED = Path(__file__).resolve().parent.parent / "calibration" / "params" / "reference-loadtest.plausible.json"
+
+
+def plausible_file(params: list[str]) -> Path:
+    """The plausible models of the parameters in use: the last ``--params`` file that has them, else the shipped."""
+    for p in reversed(params):
+        side = Path(p).with_name(Path(p).stem + ".plausible.json")
+        if side.is_file():
+            return side
+    return SHIPPED
+
+
+def load(path: Path) -> tuple[list[str], list[list[str]]]:
+    """(the kept model's settings, every plausible model's settings) from a plausible-models file."""
+    try:
+        doc = json.loads(path.read_text())
+        kept, models = list(doc["kept"]["settings"]), [list(m["settings"]) for m in doc["models"]]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ScenarioError(f"{path}: not a plausible-models file ({type(e).__name__}: {e})") from None
+    return kept, models
+
+
+def envelope(kept: list[str], models: list[list[str]]) -> list[list[str]]:
+    """The kept model, then for each calibrated key the models with its least and greatest value, each once."""
+
+    def value(model: list[str], key: str) -> float | None:
+        for s in model:
+            k, _, v = s.partition("=")
+            if k == key:
+                try:
+                    return float(v)
+                except ValueError:
+                    return None  # a distribution or a switch: not ordered
+        return None
+
+    keys = [s.partition("=")[0] for s in kept if value(kept, s.partition("=")[0]) is not None]
+    chosen = [kept]
+    for key in keys:
+        ranked = [m for m in models if value(m, key) is not None]
+        if ranked:
+            for m in (min(ranked, key=lambda m: value(m, key)), max(ranked, key=lambda m: value(m, key))):
+                if m not in chosen:
+                    chosen.append(m)
+    return chosen
+
+
+def _run(args: tuple[str, list[str], list[str], int]) -> dict:
+    scenario, sets, params, seed = args
+    return run_scenario(load_scenario(scenario, sets, params), seed=seed)
+
+
+def ranges(scenario: str, sets: list[str], params: list[str], seeds: int, jobs: int) -> dict:
+    """The scenario under each model of the envelope at ``seeds`` seeds: per numeric metric its central value (the
+    kept model's mean over the seeds) and its range (least, greatest over every run)."""
+    sc = load_scenario(scenario, sets, params)
+    if sc.model != "function":
+        raise ScenarioError(f"--uncertainty: only the load-test model has plausible models, not {sc.model!r}")
+    path = plausible_file(params)
+    kept, models = load(path)
+    chosen = envelope(kept, models)
+    work = [(scenario, [*m, *sets], params, seed) for m in chosen for seed in range(seeds)]
+    jobs = cap_jobs("--uncertainty", jobs, len(work))
+    if jobs > 1:
+        with process_pool(jobs) as pool:
+            runs = list(pool.map(_run, work))
+    else:
+        runs = [_run(w) for w in work]
+    out = {}
+    for k, v in runs[0].items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or k in ("wall_s", "events"):
+            continue
+        values = [r[k] for r in runs if isinstance(r.get(k), (int, float))]
+        central = [r[k] for r in runs[:seeds] if isinstance(r.get(k), (int, float))]
+        if values and central:
+            out[k] = {"central": statistics.fmean(central), "low": min(values), "high": max(values)}
+    return {"file": str(path), "models": len(chosen), "of": len(models), "seeds": seeds, "ranges": out}

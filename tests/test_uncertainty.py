@@ -1,0 +1,63 @@
+"""Ranges over the plausible models (experiments/uncertainty.py): which models a run takes, what a range is, and
+that the user's own keys win."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments import run, uncertainty
+from sim.scenario import ScenarioError
+
+
+def models_file(tmp_path, kept: list[str], models: list[list[str]]):
+    params = tmp_path / "fit.toml"
+    params.write_text("[limits]\nstart_rate = 363\n")
+    doc = {"kept": {"candidate": "x", "loss": 1.0, "settings": kept}, "models": [{"settings": m} for m in models]}
+    (tmp_path / "fit.plausible.json").write_text(json.dumps(doc))
+    return params
+
+
+def test_the_envelope_is_the_kept_model_and_each_keys_extremes():
+    kept = ["a=2", "b=10", "switch=true"]
+    models = [kept, ["a=1", "b=10", "switch=true"], ["a=3", "b=12", "switch=true"], ["a=2", "b=8", "switch=false"]]
+    chosen = uncertainty.envelope(kept, models)
+    # a: least in the second, greatest in the third; b: least in the fourth, greatest in the third (already in)
+    assert chosen == [kept, models[1], models[2], models[3]]
+    assert uncertainty.envelope(kept, [kept]) == [kept]
+
+
+def test_a_run_with_uncertainty_reports_central_values_and_ranges(tmp_path, capsys):
+    rates = [["limits.start_rate=363"], ["limits.start_rate=150"], ["limits.start_rate=600"]]
+    params = models_file(tmp_path, rates[0], rates)
+    argv = ["loadtest-spawn", "--params", str(params), "--set", "duration_s=10", "--set", "clients.count=2"]
+    assert run.main([*argv, "--uncertainty", "--uncertainty-seeds", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    u = out["uncertainty"]
+    assert u["models"] == 3 and u["of"] == 3 and u["seeds"] == 2 and u["file"].endswith("fit.plausible.json")
+    r = u["ranges"]["calls_per_s"]
+    assert r["low"] <= r["central"] <= r["high"] and r["low"] < r["high"]  # the start rate moves spawn's calls/s
+    # the central value is the kept model's mean over seeds 0 and 1
+    kept = []
+    for seed in (0, 1):
+        assert run.main([*argv, "--set", "limits.start_rate=363", "--seed", str(seed), "--json"]) == 0
+        kept.append(json.loads(capsys.readouterr().out)["calls_per_s"])
+    assert r["central"] == pytest.approx(sum(kept) / 2, rel=1e-12)
+    # a key the user sets wins over every model's: then nothing moves but the seed
+    assert run.main([*argv, "--set", "limits.start_rate=363", "--uncertainty", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)["uncertainty"]["ranges"]["ideal_calls_per_s"]
+    assert r["low"] == r["high"] == r["central"]
+
+
+def test_uncertainty_needs_a_load_test_and_a_readable_file(tmp_path, capsys):
+    with pytest.raises(ScenarioError, match="only the load-test model"):
+        uncertainty.ranges("coldstart-torch", [], [], 1, 1)
+    params = tmp_path / "bad.toml"
+    params.write_text("[limits]\nstart_rate = 363\n")
+    (tmp_path / "bad.plausible.json").write_bytes(b"\x00\x01 not json")
+    assert run.main(["loadtest-spawn", "--params", str(params), "--set", "duration_s=5", "--uncertainty"]) == 2
+    assert "bad.plausible.json: not a plausible-models file" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        run.main(["loadtest-spawn", "--uncertainty", "--uncertainty-seeds", "0"])
+    assert stop.value.code == 2 and "--uncertainty-seeds" in capsys.readouterr().err
