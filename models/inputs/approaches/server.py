@@ -26,8 +26,8 @@ appends a container to its ready list when it becomes ready and removes only ret
 ready order is the order in which containers became ready. A request replaces its container's key at the top; a
 finished request pushes the new key and leaves the old one behind, stale (the count it holds is no longer the
 container's), like the keys of retired containers: stale keys are dropped when they reach the top, and all of them
-in one linear rebuild once the heap holds over twice as many keys as containers. tests/test_server.py checks the
-choice against the scan.
+in one linear rebuild once the heap holds more than twice as many keys as containers plus ``REBUILD_SLACK``.
+tests/test_server.py checks the choice against the scan.
 
 Left out: proxy authentication (Modal-Key/Modal-Secret), HTTP keep-alive and TLS costs, request bodies.
 """
