@@ -1,11 +1,11 @@
 """A Function served as a web app behind Modal's HTTP proxy (domain.md §1, way 4: "server").
 
-Requests bypass the input queue, so no accept or start limit applies. The proxy sends a request to the ready
-container with the fewest requests in progress, if it has fewer than ``max_concurrency``; with no ready container
-it answers 503 (and a request reaching an empty pool triggers a cold start); when every ready container is at
-``max_concurrency`` it answers 429. The autoscaler aims at ``target_concurrency`` requests per container, taking
-the peak concurrency seen over ``scaleup_window_s`` (requests answered 503 count as demand). Serialization,
-retries and timeouts are the client's (models/inputs/clients.py).
+Requests bypass the input queue, so no accept or start limit applies. The proxy sends a request to the ready container
+with the fewest requests in progress (of equals, the first to have become ready), if it has fewer than
+``max_concurrency``; with no ready container it answers 503 (and a request reaching an empty pool triggers a cold
+start); when every ready container is at ``max_concurrency`` it answers 429. The autoscaler aims at
+``target_concurrency`` requests per container, taking the peak concurrency seen over ``scaleup_window_s`` (requests
+answered 503 count as demand). Serialization, retries and timeouts are the client's (models/inputs/clients.py).
 
 Container CPU (off by default: ``server.container_cpu`` and ``server.cpu_per_request_s`` both 0). With both > 0,
 each request needs ``cpu_per_request_s`` core-seconds of CPU (parsing, routing, serialization: everything but the
@@ -19,6 +19,16 @@ picks the container with the fewest requests in progress. ``container_cpu`` is t
 With ``autoscaler.burst_aware``, the requests answered 503 at one instant count together as demand (without it each
 counts as one request more than those in progress), so that the deferred scale-from-zero decision sees the burst.
 
+The proxy's choice costs O(log containers) per request, not a scan of the ready list: a heap holds a key per ready
+container, (requests in progress, ready order) packed in one integer, least first, so its top is the container a scan
+(``min`` over the ready list by requests in progress: the first of equals in ready order) would pick. The pool
+appends a container to its ready list when it becomes ready and removes only retired ones, keeping the order, so
+ready order is the order in which containers became ready. A request replaces its container's key at the top; a
+finished request pushes the new key and leaves the old one behind, stale (the count it holds is no longer the
+container's), like the keys of retired containers: stale keys are dropped when they reach the top, and all of them
+in one linear rebuild once the heap holds more than twice as many keys as containers plus ``REBUILD_SLACK``.
+tests/test_server.py checks the choice against the scan.
+
 Left out: proxy authentication (Modal-Key/Modal-Secret), HTTP keep-alive and TLS costs, request bodies.
 """
 
@@ -27,6 +37,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heapify, heappop, heappush, heapreplace
 from typing import ClassVar
 
 from models.inputs.approaches.base import Approach
@@ -37,6 +48,11 @@ from models.inputs.records import CallLog
 from sim.engine import Sim
 from sim.rng import Streams
 from sim.scenario import param
+
+ORDER_BITS = 32  # a key holds the container's ready order in its low bits: fewer than 2^32 containers per run
+ORDER_ONE = 1 << ORDER_BITS  # one request in progress, in a key
+ORDER_MASK = ORDER_ONE - 1
+REBUILD_SLACK = 64  # stale keys allowed beyond one per ready container before a rebuild
 
 
 @dataclass(frozen=True)
@@ -109,6 +125,11 @@ class Proxy:
         self._cpu_s = sp.cpu_per_request_s / sp.container_cpu if sp.cpu_per_request_s > 0 else 0.0
         self._peak_since_decision = 0
         self._peaks: deque[tuple[float, int]] = deque()
+        # The ready containers by (requests in progress, ready order), least first: a heap of keys
+        # running << ORDER_BITS | order (module docstring, "The proxy's choice").
+        self._keys: list[int] = []
+        self._by_order: dict[int, Container] = {}  # order -> container, ready ones (and retired ones until rebuilt)
+        self._orders = 0  # containers made ready so far: the next one's order
         self.pool = ContainerPool(sim, ap, streams, name, self._wanted, self._container_ready)
 
     def submit(self, call: int, style: int = 0) -> str | None:
@@ -124,9 +145,17 @@ class Proxy:
                 self._peak_since_decision = max(self._peak_since_decision, self.active + 1)
             self.pool.scale_from_zero()
             return "http_503"
-        c = min(ready, key=_running)
+        keys, by_order = self._keys, self._by_order
+        while True:  # the least valid key: the container min(ready, key=running) picks (the first of equals)
+            key = keys[0]
+            order = key & ORDER_MASK
+            c = by_order[order]
+            if c.running == key >> ORDER_BITS and not c.retired:
+                break
+            heappop(keys)  # stale: that container's count has changed since, or it has retired
         if self.sp.max_concurrency and c.running >= self.sp.max_concurrency:
             return "http_429"
+        heapreplace(keys, key + ORDER_ONE)  # its key, one request more
         c.running += 1
         self.active += 1
         self._peak_since_decision = max(self._peak_since_decision, self.active)
@@ -136,14 +165,18 @@ class Proxy:
         if self._cpu_s:  # FCFS on the container's CPU, then the work, then back through the proxy
             cpu_done = max(now + self.sp.proxy_latency_s, c.cpu_free) + self._cpu_s
             c.cpu_free = cpu_done
-            self.sim.call_at(cpu_done + self.log.work[call] + self.sp.proxy_latency_s, self._finish, (call, c))
+            self.sim.call_at(cpu_done + self.log.work[call] + self.sp.proxy_latency_s, self._finish, (call, c, order))
         else:
-            self.sim.call_in(self.log.work[call] + 2 * self.sp.proxy_latency_s, self._finish, (call, c))
+            self.sim.call_in(self.log.work[call] + 2 * self.sp.proxy_latency_s, self._finish, (call, c, order))
         return None
 
-    def _finish(self, arg: tuple[int, Container]) -> None:
-        call, c = arg
+    def _finish(self, arg: tuple[int, Container, int]) -> None:
+        call, c, order = arg
         c.running -= 1
+        keys = self._keys
+        heappush(keys, c.running << ORDER_BITS | order)  # its previous key is left behind, stale
+        if len(keys) > 2 * len(self.pool.ready) + REBUILD_SLACK:
+            self._rebuild()
         if c.running == 0:
             c.idle_since = self.sim.now
         self.active -= 1
@@ -168,8 +201,14 @@ class Proxy:
         return containers_for(peak, self.sp.target_concurrency)
 
     def _container_ready(self, c: Container) -> None:
-        pass  # the proxy looks at the ready list on each request
+        order = self._orders  # the pool appends c to its ready list: last in ready order
+        self._orders += 1
+        self._by_order[order] = c
+        heappush(self._keys, order)  # no request in progress
 
-
-def _running(c: Container) -> int:
-    return c.running
+    def _rebuild(self) -> None:
+        """Drop the stale keys and the retired containers: one key per ready container (linear time, once per more
+        keys added than there are containers, so constant time per request amortized)."""
+        self._by_order = {o: c for o, c in self._by_order.items() if not c.retired}
+        self._keys = [c.running << ORDER_BITS | o for o, c in self._by_order.items()]
+        heapify(self._keys)

@@ -1,0 +1,142 @@
+"""The HTTP proxy's choice of container (models/inputs/approaches/server.py): its heap against the plain scan.
+
+The proxy keeps its ready containers in a heap keyed by (requests in progress, ready order) so that a request costs
+O(log containers). These tests drive a proxy through random sequences of containers becoming ready and retiring,
+requests arriving and finishing, and check every answer against the rule the heap stands for: the first container of
+the ready list with the fewest requests in progress (``min`` over the list), 429 if it is at ``max_concurrency``, 503
+with none ready. A last test checks that the cost of a request does not grow with the number of containers.
+"""
+
+from __future__ import annotations
+
+import time
+from unittest import mock
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from models.inputs.approaches import server
+from models.inputs.approaches.server import Proxy, ServerParams
+from models.inputs.autoscaler import AutoscalerParams
+from models.inputs.records import CallLog
+from sim.dists import Constant
+from sim.engine import Sim
+from sim.rng import Streams
+
+
+def proxy(max_concurrency: int = 0, cpu_per_request_s: float = 0.0) -> Proxy:
+    """A proxy whose autoscaler stays out of the way (its first decision is in a million seconds), unless a request
+    finds no container ready (then the pool scales from zero, as in a run)."""
+    sp = ServerParams(max_concurrency=max_concurrency, cpu_per_request_s=cpu_per_request_s, proxy_latency_s=0.001)
+    ap = AutoscalerParams(interval_s=1e6, cold_start=Constant(0.5), scaledown_window_s=2.0)
+    return Proxy(Sim(), "server", sp, ap, Streams(0), CallLog(), lambda call: None)
+
+
+def retire(p: Proxy, i: int) -> None:
+    """Retire the ``i``-th idle ready container (mod their number), as ContainerPool.decide does: marked retired,
+    left out of the ready list, the others kept in order."""
+    idle = [c for c in p.pool.ready if c.running == 0]
+    if idle:
+        gone = idle[i % len(idle)]
+        gone.retired = True
+        p.pool.ready = [c for c in p.pool.ready if c is not gone]
+
+
+def submit_checked(p: Proxy, work: float) -> None:
+    """One request, checked against the scan of the ready list."""
+    ready = list(p.pool.ready)
+    before = [c.running for c in ready]
+    expected = min(ready, key=lambda c: c.running) if ready else None  # the first of the least loaded, in order
+    call = p.log.new(0, p.sim.now, work)
+    answer = p.submit(call)
+    if expected is None:
+        assert answer == "http_503"
+        return
+    changed = [i for i, c in enumerate(ready) if c.running != before[i]]
+    at = ready.index(expected)
+    if p.sp.max_concurrency and before[at] >= p.sp.max_concurrency:
+        assert answer == "http_429"
+        assert changed == []
+    else:
+        assert answer is None
+        assert changed == [at]
+        assert expected.running == before[at] + 1
+
+
+OPS = st.one_of(
+    st.tuples(st.just("ready"), st.integers(1, 3)),  # containers
+    st.tuples(st.just("submit"), st.integers(1, 40)),  # requests of 0 to 4 whole seconds of work: many ties
+    st.tuples(st.just("advance"), st.integers(1, 8)),  # quarter seconds
+    st.tuples(st.just("retire"), st.integers(0, 50)),  # which idle container
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from([0, 0, 2, 5]),
+    st.sampled_from([0.0, 0.0, 0.3]),
+    st.integers(0, 6),
+    st.sampled_from([0, 3, server.REBUILD_SLACK]),
+    st.lists(OPS, min_size=1, max_size=60),
+)
+def test_choice_is_the_scan(
+    max_concurrency: int, cpu_s: float, start: int, slack: int, ops: list[tuple[str, int]]
+) -> None:
+    with mock.patch.object(server, "REBUILD_SLACK", slack):  # a small slack: many rebuilds
+        drive(proxy(max_concurrency, cpu_s), start, ops)
+
+
+def drive(p: Proxy, start: int, ops: list[tuple[str, int]]) -> None:
+    """``start`` containers ready, then ``ops``, each request checked; then every request finishes."""
+    for _ in range(start):
+        p.pool._ready(False)
+    for op, x in ops:
+        if op == "ready":
+            for _ in range(x):
+                p.pool._ready(False)
+        elif op == "submit":
+            for i in range(x):
+                submit_checked(p, float((x + i) % 5))
+        elif op == "advance":
+            p.sim.run(p.sim.now + x / 4)
+        else:
+            retire(p, x)
+    p.sim.run(p.sim.now + 100.0)  # every request finishes: no container left with any in progress
+    assert p.active == 0
+    assert all(c.running == 0 for c in p.pool.ready)
+    submit_checked(p, 1.0)
+
+
+def test_stale_keys_are_rebuilt_away() -> None:
+    """Many requests finishing on few containers leave stale keys; the heap stays within twice the containers plus
+    a constant, and the choice stays the scan's."""
+    p = proxy()
+    for _ in range(3):
+        p.pool._ready(False)
+    for i in range(2000):
+        submit_checked(p, float(i % 3))
+        if i % 7 == 0:
+            p.sim.run(p.sim.now + 0.5)
+        assert len(p._keys) <= 2 * len(p.pool.ready) + server.REBUILD_SLACK + 1
+
+
+def _serve(containers: int, requests: int) -> float:
+    """Seconds of wall time to serve ``requests`` on ``containers`` ready ones, a thousand or so in progress."""
+    p = proxy()
+    for _ in range(containers):
+        p.pool._ready(False)
+    log, sim = p.log, p.sim
+    t0 = time.perf_counter()
+    for i in range(requests):
+        p.submit(log.new(0, sim.now, 1.0 + (i % 10) / 10))
+        if i % 10 == 9:
+            sim.run(sim.now + 0.01)
+    return time.perf_counter() - t0
+
+
+def test_request_cost_does_not_grow_with_containers() -> None:
+    """20,000 requests on 2,000 containers cost about what they cost on 20 (a scan of the ready list per request
+    would cost about 30 times more: 40 million container visits)."""
+    few = min(_serve(20, 20_000) for _ in range(3))
+    many = min(_serve(2_000, 20_000) for _ in range(3))
+    assert many < 3 * few, (few, many)
