@@ -22,6 +22,7 @@ from experiments.cli import (
     load_scenario,
     main_guard,
     run_scenario,
+    warn_extrapolated,
 )
 from models.registry import MODELS
 from sim import engine
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             engine.PROGRESS = None
             progress.close()
         out = {**metrics, "seed": args.seed, "scenario": to_dict(sc)}
+        warn_extrapolated(metrics["extrapolated"])
         if args.json:
             print(json.dumps(_finite(out), allow_nan=False))
         else:

@@ -154,6 +154,13 @@ def main(argv: list[str] | None = None) -> int:
         wall = time.perf_counter() - t0
         failed = int((table["error"] != "").sum())
         print(f"{len(table)} rows ({failed} with errors) in {out}/results.csv and results.parquet; {wall:.1f} s")
+        outside = int((table["extrapolated"].fillna("") != "").sum()) if "extrapolated" in table else 0
+        if outside:
+            print(
+                f"warning: extrapolated: {outside} of {len(table)} rows leave the envelope their parameters were "
+                "calibrated on (column extrapolated)",
+                file=sys.stderr,
+            )
         if not args.no_report:
             page = report.make_report(
                 table,

@@ -223,6 +223,7 @@ def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None, records:
     metrics["events"] = sim.events
     metrics["sim_time_s"] = sim.now
     metrics["shortcuts_used"] = sorted(used)
+    metrics["extrapolated"] = []
     metrics["wall_s"] = time.perf_counter() - wall0
     if records:
         metrics["records"] = records_frame(
@@ -326,7 +327,7 @@ def metrics(sc: SandboxScenario) -> Metrics:
     return (
         SUMMARY.with_keys("utilization", resources)
         + plane.METRICS
-        + Metrics(RUN["events"], RUN["sim_time_s"], RUN["wall_s"], RUN["shortcuts_used"])
+        + Metrics(RUN["events"], RUN["sim_time_s"], RUN["wall_s"], RUN["shortcuts_used"], RUN["extrapolated"])
     )
 
 
