@@ -12,11 +12,14 @@ import pandas as pd
 import pytest
 
 from calibration.fit import OUT
+from calibration.sandboxes import SANDBOXES_OUT
 from experiments import run as run_cmd
 from experiments import sweep
 from experiments.cli import load_scenario, run_scenario
 from models.inputs import loadtest
 from models.inputs.envelope import MARGIN
+from models.sandboxes import creation
+from sim.scenario import read_toml
 from tests.conftest import preset, scenario
 
 REFERENCE = ("loadtest-spawn", "loadtest-remote", "loadtest-copies", "loadtest-batching", "loadtest-server")
@@ -104,3 +107,19 @@ def test_a_sweep_has_the_column_and_says_how_many_rows_are_outside(tmp_path, cap
     assert outside[16] == "clients.count 16 > 8" and outside[1] == ""
     assert table.loc[1, "envelope.runs"] == "the reference load test"
     assert "warning: extrapolated: 1 of 2 rows" in capsys.readouterr().err
+
+
+def test_the_sandbox_model_checks_the_fit_of_its_v2_create_path():
+    # calibration/params/sandboxes.toml: request_s fitted on 100,000 sandboxes and 2,000 workers (the code's
+    # defaults are the file's); only the v2 plane reads it
+    fitted = read_toml(SANDBOXES_OUT)["envelope"]
+    default = preset("sandboxes-v2").envelope
+    assert (fitted["runs"], fitted["count"], fitted["workers"]) == (default.runs, default.count, default.workers)
+    assert creation.extrapolated(preset("sandboxes-v2")) == [
+        "sandboxes.count 1,000,000 > 100,000",
+        "fleet.workers 20,000 > 2,000",
+    ]
+    assert creation.extrapolated(preset("sandboxes-v2", "sandboxes.count=100000", "fleet.workers=2000")) == []
+    assert creation.extrapolated(preset("sandboxes-v1")) == [] == creation.extrapolated(preset("sandboxes-k8s"))
+    assert run_scenario(preset("sandboxes-v2", "sandboxes.count=1000", "fleet.workers=20"))["extrapolated"] == []
+    assert run_scenario(preset("coldstart-torch", "coldstart.starts=10"))["extrapolated"] == []
