@@ -154,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         wall = time.perf_counter() - t0
         failed = int((table["error"] != "").sum())
         print(f"{len(table)} rows ({failed} with errors) in {out}/results.csv and results.parquet; {wall:.1f} s")
-        outside = int((table["extrapolated"].fillna("") != "").sum()) if "extrapolated" in table else 0
+        texts = table.get("extrapolated", [])  # a row inside the envelope: empty (NaN)
+        outside = sum(isinstance(x, str) and x != "" for x in texts)
         if outside:
             print(
                 f"warning: extrapolated: {outside} of {len(table)} rows leave the envelope their parameters were "

@@ -14,7 +14,7 @@ import pytest
 from calibration.fit import OUT
 from calibration.sandboxes import SANDBOXES_OUT
 from experiments import run as run_cmd
-from experiments import sweep
+from experiments import sweep, whatif
 from experiments.cli import load_scenario, run_scenario
 from models.inputs import loadtest
 from models.inputs.envelope import MARGIN
@@ -123,3 +123,12 @@ def test_the_sandbox_model_checks_the_fit_of_its_v2_create_path():
     assert creation.extrapolated(preset("sandboxes-v1")) == [] == creation.extrapolated(preset("sandboxes-k8s"))
     assert run_scenario(preset("sandboxes-v2", "sandboxes.count=1000", "fleet.workers=20"))["extrapolated"] == []
     assert run_scenario(preset("coldstart-torch", "coldstart.starts=10"))["extrapolated"] == []
+
+
+def test_whatif_flags_each_option_and_warns_for_the_chosen(capsys):
+    # 2,000 spawned calls from one client, made once: more in flight than a reference client had; the 3,600 s
+    # duration is only the window (the run ends when they are back)
+    assert whatif.main(["drain", "--calls", "2000", "--seeds", "1", "--jobs", "1", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["chosen"]["extrapolated"] == ["clients.in_flight 2,000 > 1,000"]
+    assert err == "warning: extrapolated (the chosen configuration): clients.in_flight 2,000 > 1,000\n"
