@@ -71,6 +71,11 @@ def test_the_longest_backlog_is_timed_by_the_monitor(tiny):
     for n, pending_s in ((2, 0.0), (3, 2.0), (5, 4.0)):
         tiny["clients"] = {"count": 1, "in_flight": n, "reissue": False}
         assert loadtest.run(scenario(tiny))["backlog_longest_s"] == pending_s
+    # a closed loop of 2 calls on 1 slot with a 1 s submit leg: the second call pends from 1 to 3, then each next
+    # call pends 1 s of every 2 (4 to 5, 6 to 7, ...): the longest stretch, not their sum
+    tiny.update(duration_s=10.0, function={"containers": 1, "max_inputs": 1}, overhead={"submit": "constant(1)"})
+    tiny["clients"] = {"count": 1, "in_flight": 2}
+    assert loadtest.run(scenario(tiny))["backlog_longest_s"] == 2.0
 
 
 def test_no_envelope_no_check():
