@@ -35,7 +35,9 @@ from pathlib import Path
 from calibration import report, sources
 from calibration.candidates import Candidate, by_name
 from calibration.coldstart import COLDSTART_OUT, COLDSTART_RATIO, COLDSTART_REFERENCE, fit_coldstart
+from calibration.envelope import envelope
 from calibration.objective import Objective, Runner, spread
+from calibration.objective import reference as reference_run
 from calibration.sandboxes import SANDBOXES_OUT, fit_sandboxes
 from calibration.search import Fit, fit_candidate
 from calibration.sources import COLDSTART_TRACE_OUT, Source
@@ -227,19 +229,27 @@ def _loadtest(
         what = [f"The reference load test (domain.md §1), fitted to the released figures of {scope}."]
         what = what if reference else []
         what += [f"Fitted to the trace {src.trace.path} (method of simulated moments)." for src in traces]
-        runs = [*QUICK_RUNS, *args.sets] if args.quick else args.sets
+        extra_runs = [*QUICK_RUNS, *args.sets] if args.quick else args.sets
         comments = [
             f"Written by `{cmd}`.",
             *what,
             f"Seeds {seeds} (the model's figure is the mean over them)"
-            + (f"; every run with {', '.join(runs)}." if runs else "."),
+            + (f"; every run with {', '.join(extra_runs)}." if extra_runs else "."),
             "",
             *body,
             "",
             "Model selection:",
             *selection,
         ]
-        report.write(args.out, best, comments)
+        by_name = {src.experiment.name: src.experiment for src in traces}  # as the objective looks them up
+        exps = [by_name.get(a) or reference_run(a) for a in dict.fromkeys(t.approach for t in tgts)]
+        table = "the reference load test" if reference == REFERENCE else f"the reference table {reference}"
+        runs = [table + (f" without {args.leave_out}" if args.leave_out else "")] if reference else []
+        runs += [f"the trace {src.trace.path}" for src in traces]
+        with Runner(args.jobs) as runner:
+            bounds = envelope(" and ".join(runs), exps, [*extra_runs, *best.settings], seeds, runner)
+        comments += ["", "The envelope: what the fit's runs covered (calibration/envelope.py)."]
+        report.write_settings(args.out, [*best.settings, *bounds], comments)
         side = report.write_plausible(Path(args.out), fits, best, cmd)
         print(f"\nwrote {args.out} and {side}")
     return 0

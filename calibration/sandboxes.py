@@ -28,6 +28,7 @@ TTI_P50_BOUND_S = 0.5  # "median under half a second"
 # the runs the fit takes its figures from: the preset's fleet fill and client, 100,000 sandboxes (about 5 s of creates)
 FIT_RUNS = ("sandboxes.count=100000", "fleet.workers=2000")
 FITTED = "scheduler.request_s"
+WHAT = "sandboxes-v2's fit"  # the envelope's runs, in words
 SANDBOXES_OUT = Path(__file__).resolve().parent / "params" / "sandboxes.toml"
 
 
@@ -70,4 +71,8 @@ def fit_sandboxes(seeds: list[int], path: Path, want: float | None = None, trace
         f"request_s keeps the schedule p50 within {lo * 1000:g}–{hi * 1000:g} ms from {low:.3g} to {high:.3g} s: the "
         "figure bounds it, it does not pin it down.",
     ]
-    return write_settings(path, [f"{FITTED}={request!r}"], comments)
+    from experiments.cli import load_scenario
+
+    sc = load_scenario("sandboxes-v2", list(FIT_RUNS), [])  # the envelope: what the fit's runs covered
+    bounds = [f"envelope.runs={WHAT}", f"envelope.count={sc.sandboxes.count}", f"envelope.workers={sc.fleet.workers}"]
+    return write_settings(path, [f"{FITTED}={request!r}", *bounds], comments)

@@ -131,6 +131,12 @@ def run_scenario(sc: Any, seed: int = 0, series: dict | None = None, records: bo
     return declared.ordered(metrics)
 
 
+def warn_extrapolated(extrapolated: list[str], where: str = "") -> None:
+    """One line on stderr when a run left the envelope its parameters were calibrated on (its ``extrapolated``)."""
+    if extrapolated:
+        print(f"warning: extrapolated{where}: {'; '.join(extrapolated)}", file=sys.stderr)
+
+
 def one_line(message: str) -> str:
     """An error message as one line: what the user typed may hold line breaks or other control characters (form
     feed, NUL, ...), the message never does: they are escaped as Python writes them."""

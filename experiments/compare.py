@@ -15,7 +15,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from experiments.cli import ArgParser, add_set_option, check_out, load_scenario, main_guard, run_scenario
+from experiments.cli import (
+    ArgParser,
+    add_set_option,
+    check_out,
+    load_scenario,
+    main_guard,
+    run_scenario,
+    warn_extrapolated,
+)
 from models.registry import MODELS
 
 
@@ -45,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                 ax.plot(series["t"], series[key], label=label)
                 ax.set_ylabel(what)
                 print(f"{name}: done ({m['wall_s']:.1f} s wall)", file=sys.stderr)
+                warn_extrapolated(m["extrapolated"], f" ({name})")
             ax.set_xlabel("simulated time, s")
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=8)

@@ -23,6 +23,7 @@ from experiments.cli import (
     load_scenario,
     main_guard,
     run_scenario,
+    warn_extrapolated,
 )
 from models.registry import MODELS
 from sim import engine
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             engine.PROGRESS = None
             progress.close()
         out = {**metrics, "seed": args.seed, "scenario": to_dict(sc)}
+        warn_extrapolated(metrics["extrapolated"])
         if args.uncertainty:
             out["uncertainty"] = uncertainty.ranges(
                 args.scenario, args.sets, args.params, args.uncertainty_seeds, args.jobs

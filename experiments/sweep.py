@@ -154,6 +154,14 @@ def main(argv: list[str] | None = None) -> int:
         wall = time.perf_counter() - t0
         failed = int((table["error"] != "").sum())
         print(f"{len(table)} rows ({failed} with errors) in {out}/results.csv and results.parquet; {wall:.1f} s")
+        texts = table.get("extrapolated", [])  # a row inside the envelope: empty (NaN)
+        outside = sum(isinstance(x, str) and x != "" for x in texts)
+        if outside:
+            print(
+                f"warning: extrapolated: {outside} of {len(table)} rows leave the envelope their parameters were "
+                "calibrated on (column extrapolated)",
+                file=sys.stderr,
+            )
         if not args.no_report:
             page = report.make_report(
                 table,

@@ -41,6 +41,7 @@ from experiments.cli import (
     main_guard,
     process_pool,
     run_scenario,
+    warn_extrapolated,
 )
 from experiments.prices import CPU_PRICE, MEMORY_PRICE, Prices
 from experiments.whatif_report import frontier_report, words
@@ -72,6 +73,7 @@ class Evaluation:
     binding: str = ""
     meets: bool = False
     why: str = ""
+    extrapolated: list[str] = field(default_factory=list)  # where any of its runs left the calibrated envelope
 
     def settings(self) -> dict:
         """The configuration's autoscaler and function keys (what a question varies)."""
@@ -106,6 +108,7 @@ class Simulator:
             e.metrics["first_n_back_s"] = _mean_ci(vals) if len(vals) == len(runs) else (None, None)
         binding = [r.get("binding_limit", "") for r in runs]
         e.binding = max(set(binding), key=binding.count)
+        e.extrapolated = sorted({x for r in runs for x in r["extrapolated"]})
         return e
 
     def close(self) -> None:
@@ -116,7 +119,7 @@ class Simulator:
 def _run(job: tuple[str, list[str], list[str], int]) -> dict:
     name, sets, params, seed = job
     m = run_scenario(load_scenario(name, sets, params), seed=seed)
-    return {k: m.get(k) for k in (*METRICS, "first_n_back_s", "binding_limit")}
+    return {k: m.get(k) for k in (*METRICS, "first_n_back_s", "binding_limit", "extrapolated")}
 
 
 def _mean_ci(vals: list[float]) -> tuple[float | None, float | None]:
@@ -271,6 +274,7 @@ def _row(e: Evaluation) -> dict:
         "cost_usd": None,  # set by ``priced``
         "meets": e.meets,
         "why": e.why,
+        "extrapolated": e.extrapolated,
     }
 
 
@@ -364,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         priced(out, prices)
         out["simulations"] = sim.runs
         out["seeds"] = seeds
+        if out["chosen"]:
+            warn_extrapolated(out["chosen"]["extrapolated"], " (the chosen configuration)")
         if args.json:
             print(json.dumps(out, default=_json))
         else:

@@ -191,4 +191,11 @@ RUN = Metrics(
         "the shortcuts the run took: those its shortcuts key allows whose shapes it matches (sim/shortcuts.py)",
         kind="names",
     ),
+    Metric(
+        "extrapolated",
+        "names",
+        "derived",
+        "where the run leaves the envelope its parameters were calibrated on: what, its value, the bound (none: [])",
+        kind="names",
+    ),
 )

@@ -39,8 +39,9 @@ class _Any:
 ANY = _Any()  # a key whose every valid value the shortcut was proven for
 Rule = Callable[[Any], bool] | _Any
 
-# keys that say what a scenario is, not what it simulates: free in every shape
-DESCRIPTIVE = frozenset({"model", "name", "description", "source", "shortcuts"})
+# keys that say what a scenario is, not what it simulates: free in every shape (a section's name: each of its keys;
+# the envelope is what a run is compared with after it ran)
+DESCRIPTIVE = frozenset({"model", "name", "description", "source", "shortcuts", "envelope"})
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class Shortcut:
     def mismatch(self, sc: Any) -> str | None:
         """The first key (or the cross-key condition) that puts ``sc`` outside the shape; None if it matches."""
         for key, value, default in _values(sc):
-            if key in DESCRIPTIVE:
+            if key.partition(".")[0] in DESCRIPTIVE:
                 continue
             rule = self.keys.get(key)
             if rule is None:

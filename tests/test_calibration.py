@@ -226,3 +226,8 @@ def test_quick_leave_one_out_end_to_end(tmp_path, capsys):
     assert "| server | calls_per_s | 1401 (left out) |" in predicted and "kept aside" in predicted
     assert "| baseline | 3 |" in out and "kept |" in out and "n=17" in out
     assert load_scenario("loadtest-spawn", [], [str(path)]).limits.start_rate > 0
+    # the envelope of the runs it fitted (the quick runs: 5 s, 100 calls in flight; app copies among them)
+    envelope = load_scenario("loadtest-spawn", [], [str(path)]).envelope
+    assert envelope.runs == "the reference load test without server"
+    assert (envelope.duration_s, envelope.clients, envelope.in_flight, envelope.copies) == (5.0, 8, 100, 8)
+    assert envelope.backlog_s > 0 and envelope.containers > 0

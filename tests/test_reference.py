@@ -96,7 +96,7 @@ def test_spawn_is_bound_by_its_start_limit(seed):
 def test_code_defaults_are_the_fitted_parameter_file():
     fitted = build(Scenario, read_toml(OUT))
     default = Scenario()
-    for part in ("limits", "autoscaler", "overhead", "server"):
+    for part in ("limits", "autoscaler", "overhead", "server", "envelope"):
         assert getattr(fitted, part) == getattr(default, part), part
 
 

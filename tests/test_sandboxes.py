@@ -349,3 +349,4 @@ def test_the_sandboxes_fit_writes_its_leg_and_residuals(tmp_path):
     text = out.read_text()
     assert "schedule_latency_p50_s" in text and "does not pin it down" in text
     assert 0.0 < read_toml(out)["scheduler"]["request_s"] < 0.099
+    assert read_toml(out)["envelope"] == {"runs": "sandboxes-v2's fit", "count": 100_000, "workers": 2_000}

@@ -23,6 +23,7 @@ from models.inputs.approaches.base import LOADS
 from models.inputs.autoscaler import AutoscalerParams
 from models.inputs.clients import ClientParams
 from models.inputs.demand import ArrivalParams, TraceParams
+from models.inputs.envelope import EnvelopeParams, extrapolated
 from models.inputs.function import FunctionParams, LimitParams
 from models.inputs.monitor import LIMIT_METRICS, diagnosis
 from models.inputs.overhead import OverheadParams
@@ -64,6 +65,7 @@ class _Scenario(Described):
     clients: ClientParams = section(ClientParams)
     arrivals: ArrivalParams = section(ArrivalParams)
     trace: TraceParams = section(TraceParams)
+    envelope: EnvelopeParams = section(EnvelopeParams)
 
     def __post_init__(self) -> None:
         if self.warmup_s >= self.duration_s:
@@ -123,6 +125,7 @@ def outcome_metrics(sc: Scenario, out: parts.Outcome, end: float) -> dict:
         "sim_time_s": end,
     }
     metrics["rejections_by_kind"] = dict(sorted(metrics["rejections_by_kind"].items()))
+    metrics["extrapolated"] = extrapolated(sc, metrics)
     return metrics
 
 
@@ -139,6 +142,7 @@ METRICS = (
         parts.COUNTED["events"],
         RUN["wall_s"],
         RUN["shortcuts_used"],
+        RUN["extrapolated"],
     )
 )
 

@@ -12,6 +12,10 @@ reason); a rejected input that is retried loses its backoff; one that is not los
 loop (the caller's task ended) or its own work in an open one. Rejections map to limits by kind:
 ``accept_rate`` (rate_limited), ``pending_cap`` (queue_full), ``http_503`` (no ready container), ``http_429``
 (max_concurrency). Below 5% for all, nothing binds but the load itself: ``none``.
+
+The monitor also times each Function's backlog: the longest run of consecutive samples at which it had inputs
+pending, over the whole run, as samples × ``dt`` (``backlog_longest_s``: what models/inputs/envelope.py compares with
+the longest backlog the calibration's runs had).
 """
 
 from __future__ import annotations
@@ -48,6 +52,13 @@ LIMIT_METRICS = Metrics(
     ),
 )
 
+BACKLOG = Metric(
+    "backlog_longest_s",
+    "s",
+    "max",
+    "the longest a Function had inputs pending without a break, over the whole run (monitor samples × interval)",
+)
+
 
 class Observed(Protocol):
     started: int  # inputs started so far
@@ -66,6 +77,8 @@ class Monitor:
         self.dt = dt
         self.window = window
         self.waited = dict.fromkeys(WAIT_LIMITS, 0.0)  # input-seconds spent pending in the window, by reason
+        self._backlog = [0] * len(targets)  # each target's samples with inputs pending, in a row up to now
+        self._longest = 0  # the most such samples in a row of any target
         self.series: dict[str, list[float]] | None = (
             {"t": [], "running": [], "pending": [], "containers": [], "started": []} if keep_series else None
         )
@@ -80,14 +93,16 @@ class Monitor:
     def _sample(self, now: float) -> None:
         running = pending = containers = started = 0
         in_window = self.window[0] <= now < self.window[1]
-        for t in self.targets:
+        for i, t in enumerate(self.targets):
             r, p, c, why = t.state()
+            self._backlog[i] = self._backlog[i] + 1 if p else 0
             running += r
             pending += p
             containers += c
             started += t.started
             if in_window and why is not None:
                 self.waited[why] += p * self.dt
+        self._longest = max(self._longest, max(self._backlog, default=0))
         if self.series is not None:
             for k, v in (
                 ("t", now),
@@ -97,6 +112,11 @@ class Monitor:
                 ("started", started),
             ):
                 self.series[k].append(v)
+
+    @property
+    def backlog_longest_s(self) -> float:
+        """The longest backlog of any target so far, in seconds (samples × dt)."""
+        return self._longest * self.dt
 
 
 def diagnosis(waited: dict[str, float], lost: dict[str, float], capacity: float) -> dict:

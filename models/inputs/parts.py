@@ -28,7 +28,7 @@ import numpy as np
 
 from models.inputs.approaches import APPROACHES
 from models.inputs.base import Scenario
-from models.inputs.monitor import Monitor
+from models.inputs.monitor import BACKLOG, Monitor
 from models.inputs.records import ERROR_KINDS, CallLog, CallSummary, Window
 from sim import engine
 from sim.engine import Sim
@@ -63,6 +63,7 @@ COUNTED = Metrics(
         "sum",
         "what Modal bills: each container from its start (cold start included) to its removal",
     ),
+    BACKLOG,
     RUN["events"],
 )
 
@@ -142,6 +143,7 @@ class Part:
                 "containers_peak": sum(p.peak for p in pools),
                 "cold_starts": sum(p.cold_starts for p in pools),
                 "container_seconds": sum(p.container_seconds() for p in pools),
+                "backlog_longest_s": self.monitor.backlog_longest_s,
                 "events": self.sim.events,
             },
             records=self.log.arrays() if self.records else None,

@@ -60,6 +60,18 @@ PlaneName = Literal[tuple(PLANES)]
 LIMITING = 0.8
 
 
+FIT = "calibration.fit sandboxes: the fit's runs (calibration/params/sandboxes.toml, [envelope])"
+
+
+@dataclass(frozen=True)
+class EnvelopeParams:
+    """What the fitted parameter (the v2 create path's ``scheduler.request_s``) was fitted on (issue 23)."""
+
+    runs: str = param("sandboxes-v2's fit", source=FIT, doc='what the parameters were calibrated on ("": no check)')
+    count: int = param(100_000, ge=0, source=FIT, doc="the most sandboxes of a calibration run")
+    workers: int = param(2_000, ge=0, source=FIT, doc="the most workers of a calibration run")
+
+
 @dataclass(frozen=True)
 class _SandboxScenario(Described):
     """A burst of sandbox creations; each control plane adds its own section (``scheduler``, ``postgres``, ...)."""
@@ -70,6 +82,7 @@ class _SandboxScenario(Described):
     sandboxes: SandboxParams = section(SandboxParams)
     client: BenchmarkClientParams = section(BenchmarkClientParams)
     fleet: FleetParams = section(FleetParams)
+    envelope: EnvelopeParams = section(EnvelopeParams)
 
     def __post_init__(self) -> None:
         why = capacity_error(self.fleet, self.sandboxes)
@@ -223,12 +236,23 @@ def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None, records:
     metrics["events"] = sim.events
     metrics["sim_time_s"] = sim.now
     metrics["shortcuts_used"] = sorted(used)
+    metrics["extrapolated"] = extrapolated(sc)
     metrics["wall_s"] = time.perf_counter() - wall0
     if records:
         metrics["records"] = records_frame(
             {"requested": creation.requested, "placed": creation.placed, "running": creation.running}, "sandbox"
         )
     return metrics
+
+
+def extrapolated(sc: SandboxScenario) -> list[str]:
+    """Where a run leaves the envelope its fitted parameter was fitted on (``sc.envelope``): only the v2 plane reads
+    it (``scheduler.request_s``); one text per excess, naming the key, its value and the bound."""
+    e = sc.envelope
+    if not e.runs or sc.control_plane != "modal-v2":
+        return []
+    keys = (("sandboxes.count", sc.sandboxes.count, e.count), ("fleet.workers", sc.fleet.workers, e.workers))
+    return [f"{k} {v:,} > {bound:,}" for k, v, bound in keys if v > bound]
 
 
 def utilization(creation: Creation) -> tuple[float, dict[str, float]]:
@@ -326,7 +350,7 @@ def metrics(sc: SandboxScenario) -> Metrics:
     return (
         SUMMARY.with_keys("utilization", resources)
         + plane.METRICS
-        + Metrics(RUN["events"], RUN["sim_time_s"], RUN["wall_s"], RUN["shortcuts_used"])
+        + Metrics(RUN["events"], RUN["sim_time_s"], RUN["wall_s"], RUN["shortcuts_used"], RUN["extrapolated"])
     )
 
 
