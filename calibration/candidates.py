@@ -115,7 +115,7 @@ HALF_RTT = Free(
     0.005,
     2.0,
     0.1,
-    fmt="constant({:.4g})",
+    fmt="lognormal({:.4g}, 0.3)",  # the fitted median, a spread of σ 0.3 (an assumption: models/inputs/overhead.py)
     also=("overhead.result",),
 )
 # The server's CPU per request besides its sleep, on @app.server(cpu=1)'s one core (domain.md §1).
@@ -139,7 +139,7 @@ RAMP_BASE = replace(START_RATE, start=200.0, grid=(200.0, 500.0))
 # Every mechanism's switch in its "off" position (the model as before issue 9); a candidate turns some on.
 OFF = {
     "limits.start_ramp_per_s": "0",
-    "limits.start_rate_max": "0",
+    "limits.start_rate_max": "833",  # a ramp's ceiling (models/inputs/startlimit.py): with no ramp, no effect
     "limits.start_relax_per_s": "0",
     "autoscaler.scaleup_step": "1",
     "autoscaler.burst_aware": "false",
@@ -191,8 +191,7 @@ CANDIDATES: tuple[Candidate, ...] = (
     Candidate(
         "ramp-start",
         "fifo-start + a start rate that ramps up while a backlog persists, to a ceiling, and falls back as fast",
-        # the ceiling: the fastest rate this candidate's fit reached in the reference test (it does not bind there)
-        switches(**CPU_1, **WHOLE_BACKLOG, limits__start_rate_max="833"),
+        switches(**CPU_1, **WHOLE_BACKLOG),
         (RAMP_BASE, replace(START_BURST, grid=()), START_RAMP, INTERVAL, COLD_MEDIAN, HALF_RTT, SERVER_CPU_FIT),
     ),
 )

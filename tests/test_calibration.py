@@ -140,12 +140,12 @@ def test_every_candidate_states_every_switch_and_a_free_key_overrides_its_switch
 
 
 def test_one_free_parameter_can_set_several_keys():
-    assert HALF_RTT.setting(0.1) == ["overhead.submit=constant(0.1)", "overhead.result=constant(0.1)"]
+    assert HALF_RTT.setting(0.1) == ["overhead.submit=lognormal(0.1, 0.3)", "overhead.result=lognormal(0.1, 0.3)"]
     cand = Candidate("rtt", "", ("overhead.submit=constant(0)", "overhead.dispatch=constant(0)"), (HALF_RTT,))
     assert cand.settings([0.2]) == [
         "overhead.dispatch=constant(0)",
-        "overhead.submit=constant(0.2)",
-        "overhead.result=constant(0.2)",
+        "overhead.submit=lognormal(0.2, 0.3)",
+        "overhead.result=lognormal(0.2, 0.3)",
     ]
 
 

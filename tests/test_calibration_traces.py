@@ -43,7 +43,8 @@ def test_a_simulated_trace_reads_back_and_its_statistics_are_the_runs_metrics(tm
         assert stats[k] == m[k], k
     for k in ("added_latency_p50_s", "added_latency_p99_s"):  # the run's from its histogram, the trace's likewise
         assert stats[k] == pytest.approx(m[k], rel=2 * LogHistogram.ALPHA), k
-    assert sum(stats[f"calls_back_per_s_q{q}"] for q in range(1, 5)) * 30 / 4 == m["calls_back"]
+    quarters = sum(stats[f"calls_back_per_s_q{q}"] for q in range(1, 5))
+    assert quarters * 30 / 4 == pytest.approx(m["calls_back"], rel=1e-12)
 
 
 def write_bad(path: Path, manifest: dict | str | bytes, table: pd.DataFrame | bytes | None) -> Path:

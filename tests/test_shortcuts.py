@@ -543,7 +543,7 @@ def test_a_key_no_shape_names_turns_every_shortcut_off_but_the_engines():
     """A mechanism added later is a key no shape names: wherever it is off its default, no model shortcut runs."""
     shortcuts = Shortcuts(SHORTCUTS.members, WithFaults)
     calm = {"load": "arrivals", "function": {"containers": 2}, "limits": {"enabled": False}}
-    calm["overhead"] = {"dispatch": "constant(0)"}
+    calm["overhead"] = {"dispatch": "constant(0)", "submit": "constant(0.1)", "result": "constant(0.1)"}
     assert shortcuts["fifo"].matches(build(WithFaults, calm))
     faulty = build(WithFaults, {**calm, "faults": {"container_failure_rate": 0.1}})
     assert not any(s.matches(faulty) for s in shortcuts.members)
@@ -576,7 +576,8 @@ def test_a_bad_shortcuts_key_names_the_key(text):
 
 
 def test_every_run_reports_its_shortcuts_and_none_means_none():
-    sc = build(loadtest.Scenario, {"duration_s": 5.0, "clients": {"count": 2, "in_flight": 5}})
+    legs = {"submit": "constant(0.1)", "result": "constant(0.1)"}  # constant legs: their trips fuse
+    sc = build(loadtest.Scenario, {"duration_s": 5.0, "clients": {"count": 2, "in_flight": 5}, "overhead": legs})
     assert set(loadtest.run(sc)["shortcuts_used"]) >= {"round_trips", "idle_decisions"}
     sc = build(loadtest.Scenario, {"duration_s": 5.0, "shortcuts": "none", "clients": {"count": 2, "in_flight": 5}})
     assert loadtest.run(sc)["shortcuts_used"] == []

@@ -56,7 +56,7 @@ from sim.scenario import param
 @dataclass(frozen=True)
 class AutoscalerParams:
     interval_s: float = param(
-        1.92,
+        4.83,
         ge=0.001,
         source="undocumented; fitted to domain.md §1 (calibration/params/reference-loadtest.toml)",
         doc="time between scaling decisions",
@@ -81,7 +81,7 @@ class AutoscalerParams:
         "within interval_s",
     )
     cold_start: Dist = param(
-        LogNormal(3.47, 0.3),
+        LogNormal(1.86, 0.3),
         source="median fitted to domain.md §1 (calibration/params/reference-loadtest.toml), sigma an assumption; "
         "domain.md §1 says containers 'boot in about one second': README, 'Model selection'",
         doc="container start to ready, for a program that imports nothing heavy",

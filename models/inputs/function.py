@@ -14,8 +14,9 @@ limits, both per Function:
 - containers run up to ``max_inputs`` inputs at once (``@modal.concurrent``); inputs go to a container below
   ``target_inputs`` first and burst up to ``max_inputs`` only when every container is at its target. The
   autoscaler (models/inputs/autoscaler.py) sizes the pool to inputs in the system ÷ target_inputs
-  (``autoscaler.size_to = "in_system"``, the default), or to the inputs it could run within one decision interval
-  (``"startable"``: running + min(pending, what the start bucket can start within ``interval_s``), so that it does
+  (``autoscaler.size_to = "in_system"``), or to the inputs it could run by the time a container launched now is ready
+  (``"startable"``: running + min(pending, what the start bucket can start within the expected cold start, or
+  ``interval_s`` if longer), so that it does
   not provision containers the start limit would leave without work; an assumption, a calibration target).
 - per-call overhead (models/inputs/overhead.py, off by default): ``overhead.dispatch`` between an input's start
   (records' ``started``) and its work on the container, holding its slot. ``overhead.submit`` and ``overhead.result``
@@ -65,38 +66,38 @@ class LimitParams:
     )
     async_pending_cap: int = param(1_000_000, ge=0, source="domain.md §1 limits table (1,000,000 queued)")
     start_rate: float = param(
-        363.0,
+        533.0,
         gt=0,
         source="undocumented (domain.md §1: 'above about 200/s per Function, extra inputs wait'); "
         "fitted to domain.md §1 (calibration/params/reference-loadtest.toml)",
         doc="inputs started per second per Function",
     )
     start_burst: float = param(
-        13.4,
+        17.6,
         ge=1,
         source="undocumented; "
         "fitted to domain.md §1 (calibration/params/reference-loadtest.toml), not pinned down (profile 1 .. 141)",
     )
     start_ramp_per_s: float = param(
-        7.3,
+        0.0,
         ge=0,
-        source="assumption: a start limit that ramps up while a backlog persists (issue 9); "
-        "fitted to domain.md §1 (calibration/params/reference-loadtest.toml)",
+        source="assumption: a start limit that ramps up while a backlog persists; 0 in the candidate kept by "
+        "calibration.fit (calibration/params/reference-loadtest.toml: a plain bucket fits better once the legs vary "
+        "and the pool is sized over its cold start)",
         doc="while inputs are pending the start rate grows by this many inputs/s per second; 0 = no ramp",
     )
     start_rate_max: float = param(
         833.0,
         ge=0,
-        source="assumption: the ramp's ceiling, the fastest start rate the fitted model reached in the reference load "
-        "test (spawn, seeds 0-1: 832.7/s after its 64 s backlog; models/inputs/startlimit.py); nothing faster was "
-        "observed",
+        source="assumption: a ramp's ceiling, the fastest start rate a ramp fit reached in the reference test "
+        "(832.7/s, spawn's 64 s backlog; models/inputs/startlimit.py); no ramp in the kept candidate",
         doc="the most the start rate ramps up to (at or below start_rate: no ramp); 0 = no cap (used only with "
         "start_ramp_per_s > 0)",
     )
     start_relax_per_s: float = param(
-        7.3,
+        0.0,
         ge=0,
-        source="assumption: the rate falls back as fast as it ramped up (limits.start_ramp_per_s, fitted)",
+        source="assumption: the ramp-start candidate falls back as fast as it ramps up (calibration/candidates.py)",
         doc="once the backlog clears the start rate falls back to start_rate by this many inputs/s per second; "
         "0 = at once",
     )
@@ -180,7 +181,9 @@ class Function:
         # the bucket to tell when a backlog begins and clears, only if it ramps (None: nothing to tell)
         self._ramping = self.start_bucket if isinstance(self.start_bucket, RampingStartBucket) else None
         self._startable = ap.size_to == "startable"
-        self._interval = ap.interval_s
+        # size_to = "startable" looks ahead over the time a container launched now needs to become useful: its
+        # expected cold start, or the decision interval if that is longer (a program's starts: the interval)
+        self._horizon = max(ap.interval_s, 0.0 if ap.program else ap.cold_start.mean)
         self._wake_pending = False
         self._spare: list[Container] = []  # containers below target_inputs (a stack; retired ones skipped)
         self._target = fp.target
@@ -385,10 +388,10 @@ class Function:
 
     def _wanted(self) -> int:
         if self.pending and self._startable and self.start_bucket is not None:
-            # size_to = "startable": running inputs plus the pending ones the start limit can start within one
-            # decision interval; the rest of the queue would find no start token, whatever the containers
+            # size_to = "startable": running inputs plus the pending ones the start limit can start before a
+            # container launched now is ready; the rest of the queue would find no start token, whatever the containers
             pending = len(self.pending)
-            startable = self.start_bucket.startable_within(self.env._now, self._interval)
+            startable = self.start_bucket.startable_within(self.env._now, self._horizon)
             return containers_for(self._in_system - pending + min(pending, startable), self._target)
         return containers_for(self._in_system, self._target)
 

@@ -12,10 +12,12 @@ start → result back"); each leg is a distribution of its own, drawn from its o
 - ``overhead.result``: from the end of the work on the container (the slot is freed at once) to the result back at
   the caller (stream ``overhead/result``).
 
-All three are 0 by default: then no draw is made and no event is scheduled, and a run is exactly as without this
-mechanism. ``added_latency`` (response − own work) includes whatever they add. None is documented: each is an
-assumption and a calibration target (app copies' measured p50 added latency is 0.20 s, domain.md §1). The server
-approach has none of them: its requests go through the HTTP proxy (``server.proxy_latency_s``).
+A leg of 0 makes no draw and schedules no event. ``added_latency`` (response − own work) includes whatever they add.
+None is documented: each is an assumption and a calibration target (app copies' measured p50 added latency is
+0.20 s, domain.md §1). Submit and result are one fitted leg each way, lognormal around the fitted median with a
+spread of σ = 0.3 (an assumption: a network leg varies from call to call; no constant stands in for a network);
+dispatch is 0. The server approach has none of them: its requests go through the HTTP proxy
+(``server.proxy_latency_s``).
 """
 
 from __future__ import annotations
@@ -25,25 +27,27 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sim.dists import Constant, Dist
+from sim.dists import Constant, Dist, LogNormal
 from sim.engine import Sim
 from sim.rng import PerClient, Streams
 from sim.scenario import param
 
 _ASSUMPTION = "assumption: not published (domain.md §1 gives only end-to-end latencies)"
 _FITTED = (
-    "not published; submit and result one equal leg, "
-    "fitted to domain.md §1 (calibration/params/reference-loadtest.toml)"
+    "not published; submit and result one equal leg, its median fitted to domain.md §1 "
+    "(calibration/params/reference-loadtest.toml), its spread (lognormal σ 0.3) an assumption"
 )
 
 
 @dataclass(frozen=True)
 class OverheadParams:
-    submit: Dist = param(Constant(0.118), source=_FITTED, doc="client → the Function's accept (the call in transit)")
+    submit: Dist = param(
+        LogNormal(0.111, 0.3), source=_FITTED, doc="client → the Function's accept (the call in transit)"
+    )
     dispatch: Dist = param(
         Constant(0.0), source=_ASSUMPTION, doc="started → work begins on the container (holds its container slot)"
     )
-    result: Dist = param(Constant(0.118), source=_FITTED, doc="work done on the container → result at the caller")
+    result: Dist = param(LogNormal(0.111, 0.3), source=_FITTED, doc="work done on the container → result at the caller")
 
 
 def is_zero(d: Dist) -> bool:

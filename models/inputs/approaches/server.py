@@ -74,10 +74,10 @@ class ServerParams:
         doc="cores per container serving the requests' CPU work (with cpu_per_request_s > 0)",
     )
     cpu_per_request_s: float = param(
-        0.00204,
+        0.00398,
         ge=0,
         source="not published; fitted to domain.md §1 (calibration/params/reference-loadtest.toml), not pinned "
-        "down (profile 0.0002 .. 0.00204)",
+        "down (profile 0.0002 .. 0.00398)",
         doc="core-seconds of CPU per request besides its sleep, served FCFS per container; 0 = none",
     )
 
