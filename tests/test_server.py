@@ -140,3 +140,25 @@ def test_request_cost_does_not_grow_with_containers() -> None:
     few = min(_serve(20, 20_000) for _ in range(3))
     many = min(_serve(2_000, 20_000) for _ in range(3))
     assert many < 3 * few, (few, many)
+
+
+def test_each_hop_through_the_proxy_varies_and_comes_from_its_clients_stream():
+    # no latency is a point mass: with proxy_sigma the two hops of each request are lognormal around proxy_latency_s,
+    # drawn from the request's client's stream; with 0 they are the constant of before
+    from models.inputs import loadtest
+    from tests.conftest import columns, preset
+
+    sets = ("duration_s=10", "server.cpu_per_request_s=0", "clients.count=2", "clients.in_flight=50")
+
+    def added(*more: str):
+        m = loadtest.run(preset("loadtest-server", *sets, *more), seed=0, records=True)
+        a = columns(m["records"])
+        ok = a["ok"] & (a["attempts"] == 1)  # not answered 503 first (its backoff is in its latency)
+        return a["finished"][ok] - a["issued"][ok] - a["work"][ok], a["client"][ok]
+
+    constant, _ = added("server.proxy_sigma=0")
+    assert abs(constant - 0.01).max() < 1e-9  # 5 ms each way, every request
+    varied, _ = added()
+    assert varied.std() > 0.001 and 0.004 < float(sorted(varied)[len(varied) // 2]) < 0.02  # median near 10 ms
+    again, _ = added()
+    assert varied.tolist() == again.tolist()  # reproducible from the seed

@@ -14,7 +14,7 @@ the model, not a result, and ends the run with ``InvariantViolated`` (exit 1, on
   an open loop's calls back are at most the calls it issued.
 - Latency floor: no call's added latency (response − own work) is below the least the legs can add (on the Function
   path ``overhead.submit`` + ``overhead.dispatch`` + ``overhead.result``, at their distributions' least values; on
-  the HTTP path the proxy's hop each way).
+  the HTTP path the proxy's hop each way, when constant).
 
 The ideal (``ideal_calls_per_s``) is an expectation, not a bound: a run's calls/s may pass it by chance (an open
 loop's arrivals are Poisson), and the reference rule counts the calls in flight at the start, so a window shorter
@@ -82,6 +82,6 @@ def _most_back(sc: Scenario, metrics: dict, span: float) -> float:
 def _least_added(sc: Scenario) -> float:
     """The least added latency a call can have: its legs' least values."""
     if sc.approach == "server":
-        return 2.0 * sc.server.proxy_latency_s
+        return 0.0 if sc.server.proxy_sigma > 0 else 2.0 * sc.server.proxy_latency_s
     o = sc.overhead
     return o.submit.low + o.dispatch.low + o.result.low

@@ -29,7 +29,7 @@ limits.async_accept_burst limits.async_accept_rate limits.async_pending_cap limi
 limits.start_ramp_per_s limits.start_rate limits.start_rate_max limits.start_relax_per_s limits.sync_accept_burst
 limits.sync_accept_rate limits.sync_in_system_cap limits.sync_pending_cap
 overhead.dispatch overhead.result overhead.submit
-server.container_cpu server.cpu_per_request_s server.max_concurrency server.proxy_latency_s
+server.container_cpu server.cpu_per_request_s server.max_concurrency server.proxy_latency_s server.proxy_sigma
 server.scaleup_window_s server.target_concurrency
 trace.function trace.path trace.scale trace.spread trace.start_minute
 """

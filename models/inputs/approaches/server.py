@@ -29,6 +29,10 @@ container's), like the keys of retired containers: stale keys are dropped when t
 in one linear rebuild once the heap holds more than twice as many keys as containers plus ``REBUILD_SLACK``.
 tests/test_server.py checks the choice against the scan.
 
+Each request crosses the proxy twice (in, and back with the response), each hop lognormal around
+``proxy_latency_s`` with spread ``proxy_sigma`` (both assumptions), drawn from its client's stream
+(``proxy/client-i``); the container's CPU serves requests in the order the proxy sent them.
+
 Left out: proxy authentication (Modal-Key/Modal-Secret), HTTP keep-alive and TLS costs, request bodies.
 """
 
@@ -45,8 +49,9 @@ from models.inputs.autoscaler import AutoscalerParams, Container, ContainerPool,
 from models.inputs.base import Scenario
 from models.inputs.clients import Load, Target
 from models.inputs.records import CallLog
+from sim.dists import LogNormal
 from sim.engine import Sim
-from sim.rng import Streams
+from sim.rng import PerClient, Streams
 from sim.scenario import param
 
 ORDER_BITS = 32  # a key holds the container's ready order in its low bits: fewer than 2^32 containers per run
@@ -65,7 +70,18 @@ class ServerParams:
         10.0, gt=0, source="assumption: the proxy's scale-up window is not given in domain.md"
     )
     proxy_latency_s: float = param(
-        0.005, ge=0, source="assumption: one in-region proxy hop (the reference ran in us-east)"
+        0.005,
+        ge=0,
+        source="assumption: one in-region proxy hop (the reference ran in us-east)",
+        doc="the median of one hop through the proxy (ingress, auth, the tunnel to the worker), each way",
+    )
+    proxy_sigma: float = param(
+        0.3,
+        ge=0,
+        le=3,
+        source="assumption: a network hop varies from request to request (as the Function path's legs)",
+        doc="each hop is lognormal(proxy_latency_s, proxy_sigma), drawn per request from its client's stream; "
+        "0 = a constant hop",
     )
     container_cpu: float = param(
         1.0,
@@ -131,6 +147,9 @@ class Proxy:
         self._by_order: dict[int, Container] = {}  # order -> container, ready ones (and retired ones until rebuilt)
         self._orders = 0  # containers made ready so far: the next one's order
         self.pool = ContainerPool(sim, ap, streams, name, self._wanted, self._container_ready)
+        # each request's two hops through the proxy, from its client's stream (None: constant hops)
+        hop = LogNormal(sp.proxy_latency_s, sp.proxy_sigma) if sp.proxy_latency_s > 0 and sp.proxy_sigma > 0 else None
+        self._hops = PerClient(streams, "proxy", hop) if hop is not None else None
 
     def submit(self, call: int, style: int = 0) -> str | None:
         ready = self.pool.ready
@@ -160,14 +179,19 @@ class Proxy:
         self.active += 1
         self._peak_since_decision = max(self._peak_since_decision, self.active)
         now = self.sim.now
-        self.log.started[call] = now + self.sp.proxy_latency_s
-        self.started += 1
-        if self._cpu_s:  # FCFS on the container's CPU, then the work, then back through the proxy
-            cpu_done = max(now + self.sp.proxy_latency_s, c.cpu_free) + self._cpu_s
-            c.cpu_free = cpu_done
-            self.sim.call_at(cpu_done + self.log.work[call] + self.sp.proxy_latency_s, self._finish, (call, c, order))
+        if self._hops is None:
+            there = back = self.sp.proxy_latency_s
         else:
-            self.sim.call_in(self.log.work[call] + 2 * self.sp.proxy_latency_s, self._finish, (call, c, order))
+            hop = self._hops[self.log.client[call]]
+            there, back = hop(), hop()
+        self.log.started[call] = now + there
+        self.started += 1
+        if self._cpu_s:  # FCFS on the container's CPU (in the order the proxy sent them), the work, the way back
+            cpu_done = max(now + there, c.cpu_free) + self._cpu_s
+            c.cpu_free = cpu_done
+            self.sim.call_at(cpu_done + self.log.work[call] + back, self._finish, (call, c, order))
+        else:
+            self.sim.call_at(now + there + self.log.work[call] + back, self._finish, (call, c, order))
         return None
 
     def _finish(self, arg: tuple[int, Container, int]) -> None:
