@@ -138,6 +138,23 @@ def mean_ci95(means: np.ndarray) -> float:
     return float(stats.t.ppf(0.975, k - 1) * np.std(means, ddof=1) / math.sqrt(k))
 
 
+def mser5(counts: np.ndarray) -> int:
+    """The warm-up to cut from a series of counts per equal bin, in bins, by MSER-5 (White 1997; Hoad, Robinson and
+    Davies 2010): batch the series in means of 5 bins, and cut the d batches (d up to half of them) that minimise the
+    variance of the mean of the rest, var(rest) / (k − d)². A series of fewer than two batches is not cut."""
+    k = len(counts) // 5
+    if k < 2:
+        return 0
+    b = np.asarray(counts[: 5 * k], dtype=float).reshape(k, 5).mean(axis=1)
+    best, cut = math.inf, 0
+    for d in range(k // 2 + 1):
+        rest = b[d:]
+        score = float(np.var(rest)) / len(rest) ** 2
+        if score < best:  # the least cut of equals
+            best, cut = score, d
+    return 5 * cut
+
+
 def finite(v: float | None) -> float | None:
     """JSON has no NaN: an undefined figure is null."""
     return None if v is None or not math.isfinite(v) else float(v)

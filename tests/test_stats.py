@@ -111,3 +111,14 @@ def test_a_long_run_keeps_rows_only_for_what_is_in_flight(monkeypatch):
     (log,) = logs
     assert m["inputs"] > 5 * CallLog.CHUNK
     assert len(log) <= CallLog.CHUNK + 1000  # the rows of one chunk waiting to be folded, and those in flight
+
+
+def test_mser5_cuts_a_warm_up_and_leaves_a_steady_series():
+    from sim.stats import mser5
+
+    rng = np.random.default_rng(0)
+    steady = rng.poisson(500, 200).astype(float)
+    assert mser5(steady) <= 20  # a stationary series: little or nothing cut (MSER may trim a noisy start)
+    ramp = np.concatenate([np.linspace(0, 500, 30), rng.poisson(500, 170)])
+    assert 20 <= mser5(ramp) <= 45  # the ramp's 30 bins, to the batch of 5
+    assert mser5(np.ones(9)) == 0  # under two batches: nothing cut

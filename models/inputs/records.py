@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.metrics import Metric, Metrics, percentile_metrics
-from sim.stats import NAN, LogHistogram, finite, mean_ci95
+from sim.stats import NAN, LogHistogram, finite, mean_ci95, mser5
 
 # Every kind of rejection or failure the input plane reports: accept limits (models/inputs/function.py), the HTTP
 # proxy (models/inputs/approaches/server.py) and a failed item of a batched chunk.
@@ -258,6 +258,7 @@ class CallSummary:
     is by batch means over ``SLICES`` equal slices of the window by issue time."""
 
     SLICES = 20
+    STEADY_BINS = 1000
 
     def __init__(self, window: Window) -> None:
         self.window = window
@@ -268,6 +269,10 @@ class CallSummary:
         self.wait_slices = np.zeros((2, self.SLICES))  # sum and count of the waits of the inputs issued per slice
         self.n = dict.fromkeys(_SUMS, 0)
         self.added_min = math.inf  # the least added latency of the calls counted (the invariants' floor)
+        # successful calls back per bin of the window (at most STEADY_BINS bins of at least 1 s): the steady rate's
+        span = window.end - window.start
+        self.bin_s = max(1.0, span / self.STEADY_BINS) if math.isfinite(span) else math.inf
+        self.backs = np.zeros(math.ceil(span / self.bin_s) if math.isfinite(span) else 0)
 
     def add(self, a: dict[str, np.ndarray]) -> None:
         """Fold in records: columns ok, items, work, initial, issued, started, finished, kind, attempts."""
@@ -284,6 +289,12 @@ class CallSummary:
         served = ok & done & issued_in_window
         n["calls"] += int(items[served].sum())
         n["calls_back"] += int(items[ok & in_window].sum())
+        if len(self.backs):
+            back_ok = ok & in_window
+            at = ((finished[back_ok] - w.start) / self.bin_s).astype(np.int64)
+            self.backs += np.bincount(
+                np.minimum(at, len(self.backs) - 1), weights=items[back_ok], minlength=len(self.backs)
+            )
         n["retries"] += int((a["attempts"] - 1).sum())
 
         initial = a["initial"]
@@ -347,6 +358,22 @@ class CallSummary:
         self.initial_last_back = max(self.initial_last_back, other.initial_last_back)
         self.wait_slices += other.wait_slices
         self.added_min = min(self.added_min, other.added_min)
+        self.backs += other.backs
+
+    def _steady(self) -> dict:
+        """Calls back per second after a warm-up detected by MSER-5 in the calls back per bin (sim/stats.py), and
+        when that steady part begins."""
+        if not len(self.backs) or not self.backs.sum():
+            return {"steady_calls_per_s": None, "steady_from_s": None}
+        whole = int((self.window.end - self.window.start) / self.bin_s + 1e-9)  # bins a full bin_s long
+        counts = self.backs[: max(whole, 1)]
+        cut = mser5(counts)
+        rest = counts[cut:]
+        width = min(self.bin_s, self.window.end - self.window.start)  # a window shorter than a bin: its span
+        return {
+            "steady_calls_per_s": float(rest.sum()) / (len(rest) * width),
+            "steady_from_s": self.window.start + cut * self.bin_s,
+        }
 
     def metrics(self) -> dict:
         n, span = self.n, self.window.end - self.window.start
@@ -359,6 +386,7 @@ class CallSummary:
             "calls_per_s": n["calls"] / span,
             "calls_back": n["calls_back"],
             "calls_back_per_s": n["calls_back"] / span,
+            **self._steady(),
             "first_n_back_s": finite(self.initial_last_back) if all_back else None,
             **self.added.percentiles("added_latency"),
             "errors": n["errors"],
@@ -391,6 +419,14 @@ CALL_METRICS = (
         Metric("calls_per_s", "calls/s", "sum", "`calls` ÷ the window's span (warm-up to duration)"),
         Metric("calls_back", "calls", "sum", "successful calls back in the window, whenever issued"),
         Metric("calls_back_per_s", "calls/s", "sum", "`calls_back` ÷ the window's span"),
+        Metric(
+            "steady_calls_per_s",
+            "calls/s",
+            "derived",
+            "successful calls back per second after the warm-up MSER-5 detects in the calls back per bin of the "
+            "window (bins of max(1 s, window ÷ 1,000)): the steady rate to plan with",
+        ),
+        Metric("steady_from_s", "s", "derived", "when the steady part of `steady_calls_per_s` begins"),
         Metric(
             "first_n_back_s",
             "s",
