@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 
 from experiments import uncertainty
@@ -54,7 +55,11 @@ def parser() -> ArgParser:
     )
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument(
-        "--jobs", type=int, default=1, help="processes for a run's independent parts (default 1; same numbers)"
+        "--jobs",
+        type=int,
+        default=None,
+        help="processes for a run's independent parts (default 1; same numbers), and for --uncertainty's runs "
+        "(default: every core)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics on stdout")
     p.add_argument("--metrics", action="store_true", help="print the declared metrics of the scenario's run (no run)")
@@ -73,8 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.seed < 0:
         parser().error(f"--seed: must be >= 0, got {args.seed}")
-    if args.jobs < 1:
+    if args.jobs is not None and args.jobs < 1:
         parser().error(f"--jobs: must be >= 1, got {args.jobs}")
+    jobs = args.jobs or 1
     if not 1 <= args.uncertainty_seeds <= 100:
         parser().error(f"--uncertainty-seeds: must be 1 .. 100, got {args.uncertainty_seeds}")
 
@@ -85,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         engine.PROGRESS = progress = RunProgress()  # a bar on a terminal once the run takes over 5 s
         try:
-            metrics = run_scenario(sc, seed=args.seed, jobs=cap_jobs("experiments.run", args.jobs, args.jobs))
+            metrics = run_scenario(sc, seed=args.seed, jobs=cap_jobs("experiments.run", jobs, jobs))
         finally:
             engine.PROGRESS = None
             progress.close()
@@ -93,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         warn_extrapolated(metrics["extrapolated"])
         if args.uncertainty:
             out["uncertainty"] = uncertainty.ranges(
-                args.scenario, args.sets, args.params, args.uncertainty_seeds, args.jobs
+                args.scenario, args.sets, args.params, args.uncertainty_seeds, args.jobs or os.cpu_count() or 1
             )
         if args.json:
             print(json.dumps(_finite(out), allow_nan=False))
