@@ -26,7 +26,7 @@ from typing import Literal, Protocol
 
 from models.inputs.overhead import OverheadParams, leg
 from models.inputs.records import CallLog
-from sim.dists import Constant, Dist
+from sim.dists import Constant, Dist, Uniform
 from sim.engine import DelayLine, HeapLine, Sim
 from sim.rng import PerClient, Streams
 from sim.scenario import param
@@ -89,7 +89,7 @@ class Load:
         self.duration = sc.duration_s
         self.streams = streams
         self.work_of = PerClient(streams, "work", sc.work)  # client i's work draws
-        self._jitter = PerClient(streams, "backoff")  # client i's retry jitter
+        self._jitter = PerClient(streams, "backoff", Uniform(0.5, 1.0))  # client i's retry jitter (drawn in batches)
         self.clients = range(sc.clients.count) if clients is None else clients  # the clients this load drives
         self._copies, self._first = 1, 0  # client i calls targets[i mod copies − first] (``route``)
         self.outstanding = 0  # inputs issued and not yet back: the run ends when none are, after the duration
@@ -168,7 +168,7 @@ class Load:
             self.log.attempts[call] = attempt + 1
             # the exponent capped: 2 ** 1,100 would not fit a float, and the cap has long bound by then
             delay = min(self.cp.backoff_max_s, self.cp.backoff_base_s * 2.0 ** min(attempt - 1, 1000))
-            delay *= self._jitter[self.log.client[call]].uniform(0.5, 1.0)
+            delay *= self._jitter[self.log.client[call]]()
             self.lost[kind] = self.lost.get(kind, 0.0) + delay
             self.sim.call_in(delay, self._send, call)
         else:
