@@ -21,7 +21,7 @@ session per client with ``connection_limit`` connections, and retry 503 and 429 
 (the simulator's ``clients.retry = "backoff"``). Every caller takes its target as an object with modal's method
 names, so tests pass in-process stand-ins.
 
-Error kinds (models/inputs/records.py ``ERROR_KINDS``): a ``modal.exception.ResourceExhaustedError`` (gRPC
+Error kinds (models/inputs/summary.py ``ERROR_KINDS``): a ``modal.exception.ResourceExhaustedError`` (gRPC
 RESOURCE_EXHAUSTED, modal/_grpc_client.py) is ``queue_full`` when its text names the pending-input queue ("reached
 pending input queue limit") and ``rate_limited`` otherwise ("Input rate limit (200/s) exceeded"; domain.md §1);
 HTTP 503 and 429 are ``http_503`` and ``http_429``; anything else is ``other``.

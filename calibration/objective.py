@@ -24,7 +24,7 @@ from calibration.targets import Prediction, Target, measured
 from calibration.ways import WAYS
 from experiments.cli import load_scenario, process_pool
 from models.inputs import loadtest
-from models.inputs.records import Window
+from models.inputs.summary import Window
 
 MISSING_TERM = 1e4  # a figure the model never produced: as bad as being 100 bands off
 EXTRA_METRICS = ("calls_issued", "calls_issued_per_s")  # reported next to the targets (errors' band, counting rule)

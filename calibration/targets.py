@@ -19,7 +19,7 @@ from pathlib import Path
 
 from calibration.ways import WAYS
 
-# The model's metric names (models/inputs/records.py ``summarize``).
+# The model's metric names (models/inputs/summary.py ``summarize``).
 CALLS = "calls_per_s"
 FIRST = "first_n_back_s"
 P50, P90, P99 = "added_latency_p50_s", "added_latency_p90_s", "added_latency_p99_s"

@@ -6,7 +6,7 @@ A trace is a directory holding ``manifest.json`` and one Parquet table:
   ``client`` (int), ``issued`` (first attempt), ``started`` (began on a container; NaN: unknown or never),
   ``finished`` (back at the caller, success or final failure; NaN: never back), ``work`` (the call's own work, s),
   ``items`` (calls carried, 1 unless batched), ``kind`` (``""``: success, else the error kind: one of
-  models/inputs/records.py ``ERROR_KINDS`` or ``"other"``), ``attempts`` (tries), ``initial`` (in flight at the
+  models/inputs/summary.py ``ERROR_KINDS`` or ``"other"``), ``attempts`` (tries), ``initial`` (in flight at the
   start), and optionally ``container`` (the container that ran it: ``MODAL_TASK_ID``; ``""`` unknown) and ``ended``
   (its work ended on the container). Times are seconds from the run's start, on the caller's clock; the remote side's
   times are aligned to it by the manifest's ``clock_offset_s``.
@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from models.inputs.records import ERROR_KINDS, Window, summarize
+from models.inputs.summary import ERROR_KINDS, Window, summarize
 from sim.scenario import ScenarioError
 
 MANIFEST = "manifest.json"

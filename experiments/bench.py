@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from heapq import heappush
 
 import numpy as np
@@ -42,11 +43,22 @@ from models.inputs import loadtest
 LOADTESTS = ["loadtest-remote", "loadtest-spawn", "loadtest-copies", "loadtest-batching", "loadtest-server"]
 
 
+def _exponentials(rng: np.random.Generator, mean: float) -> Callable[[], float]:
+    """Exponential draws of ``mean``, 4,096 at a time, popped one per call (the reference queues' samplers)."""
+    batch: list[float] = []
+
+    def draw() -> float:
+        if not batch:
+            batch.extend(rng.exponential(mean, 4096).tolist())
+        return batch.pop()
+
+    return draw
+
+
 def heapq_mmc(rate: float, servers: int, mean_service: float, horizon: float, seed: int) -> tuple[int, float]:
     """A bare M/M/c FIFO simulation; returns (customers served, mean wait)."""
     rng = np.random.default_rng(seed)
-    gaps: list[float] = []
-    services: list[float] = []
+    gap, service = _exponentials(rng, 1.0 / rate), _exponentials(rng, mean_service)
     heap: list[tuple[float, int, int]] = []  # (time, seq, kind) kind 0 arrival, 1 departure
     queue: deque[float] = deque()
     free = servers
@@ -54,16 +66,6 @@ def heapq_mmc(rate: float, servers: int, mean_service: float, horizon: float, se
     t = 0.0
     waits = 0.0
     served = 0
-
-    def gap() -> float:
-        if not gaps:
-            gaps.extend(rng.exponential(1.0 / rate, 4096).tolist())
-        return gaps.pop()
-
-    def service() -> float:
-        if not services:
-            services.extend(rng.exponential(mean_service, 4096).tolist())
-        return services.pop()
 
     heapq.heappush(heap, (gap(), 0, 0))
     while heap:
@@ -93,22 +95,11 @@ def simpy_mmc(rate: float, servers: int, mean_service: float, horizon: float, se
     """The same M/M/c FIFO queue on SimPy's own loop, written as callbacks on timeouts (no processes: SimPy's fastest
     way); returns (customers served, mean wait)."""
     rng = np.random.default_rng(seed)
-    gaps: list[float] = []
-    services: list[float] = []
+    gap, service = _exponentials(rng, 1.0 / rate), _exponentials(rng, mean_service)
     env = simpy.Environment()
     timeout = env.timeout
     queue: deque[float] = deque()
     free, served, waits = servers, 0, 0.0
-
-    def gap() -> float:
-        if not gaps:
-            gaps.extend(rng.exponential(1.0 / rate, 4096).tolist())
-        return gaps.pop()
-
-    def service() -> float:
-        if not services:
-            services.extend(rng.exponential(mean_service, 4096).tolist())
-        return services.pop()
 
     def arrive(_event: simpy.Event) -> None:
         nonlocal free, served

@@ -39,7 +39,7 @@ def preset(name: str, *sets: str) -> Scenario:
 
 def columns(records: pd.DataFrame) -> dict[str, np.ndarray]:
     """A load test's records (``run(..., records=True)["records"]``) as one numpy array per column, the form
-    ``models.inputs.records.summarize`` takes."""
+    ``models.inputs.summary.summarize`` takes."""
     return {c: records[c].to_numpy() for c in records.columns}
 
 

@@ -17,7 +17,7 @@ from models.inputs import loadtest
 from models.inputs.approaches import APPROACHES, base
 from models.inputs.function import Function
 from models.inputs.parts import Part
-from models.inputs.records import Window, summarize
+from models.inputs.summary import Window, summarize
 from sim import engine
 from sim.scenario import ScenarioError
 from tests.conftest import columns, scenario

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from models.inputs import loadtest
 from models.inputs.monitor import REJECTION_LIMITS
-from models.inputs.records import ERROR_KINDS
+from models.inputs.summary import ERROR_KINDS
 from tests.conftest import columns, scenario
 
 dists = st.sampled_from(["constant(1)", "uniform(0.5, 3)", "exponential(1)", "lognormal(1, 0.5)"])

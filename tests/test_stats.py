@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from models.inputs import loadtest, parts
-from models.inputs.records import CallLog, Window, summarize
+from models.inputs.records import CallLog
+from models.inputs.summary import Window, summarize
 from sim.stats import LogHistogram, percentiles
 from tests.conftest import columns, preset
 

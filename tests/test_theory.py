@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from models.inputs import loadtest
-from models.inputs.records import Window, summarize
+from models.inputs.summary import Window, summarize
 from tests.conftest import columns, preset
 
 

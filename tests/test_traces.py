@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from models.inputs import loadtest
-from models.inputs.records import ERROR_KINDS
+from models.inputs.summary import ERROR_KINDS
 from tests.conftest import columns, scenario
 
 

@@ -27,8 +27,8 @@ from models.inputs.envelope import EnvelopeParams, extrapolated
 from models.inputs.function import FunctionParams, LimitParams
 from models.inputs.monitor import LIMIT_METRICS, diagnosis
 from models.inputs.overhead import OverheadParams
-from models.inputs.records import CALL_METRICS
 from models.inputs.shortcuts import SHAPES
+from models.inputs.summary import CALL_METRICS
 from sim.dists import Dist, Uniform
 from sim.metrics import RUN, Metric, Metrics
 from sim.model import Figure, Model, TimeSeries, records_frame

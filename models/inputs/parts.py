@@ -29,7 +29,8 @@ import numpy as np
 from models.inputs.approaches import APPROACHES
 from models.inputs.base import Scenario
 from models.inputs.monitor import BACKLOG, Monitor
-from models.inputs.records import ERROR_KINDS, CallLog, CallSummary, Window
+from models.inputs.records import CallLog
+from models.inputs.summary import ERROR_KINDS, CallSummary, Window
 from sim import engine
 from sim.engine import Sim
 from sim.metrics import RUN, Metric, Metrics
