@@ -152,7 +152,10 @@ def load_tests(draw: st.DrawFn, **fixed: st.SearchStrategy) -> dict:
         "backoff_max_s": pick("clients.backoff_max_s", st.floats(0.5, 5.0)),
         "reissue": pick("clients.reissue", st.booleans()),
         "connection_limit": pick("clients.connection_limit", st.integers(0, 30)),
+        "streams": pick("clients.streams", st.sampled_from([0, 0, 0, 2, 10])),
     }
+    if load == "clients" and approach in ("remote", "spawn"):
+        tree["clients"]["api"] = pick("clients.api", st.sampled_from(["single", "single", "map"]))
     rate = pick("arrivals.rate", st.floats(0.2, 60.0))
     tree["arrivals"] = {"rate": rate, "shape": pick("arrivals.shape", SHAPES)}
     if load == "trace":

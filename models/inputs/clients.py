@@ -6,12 +6,17 @@ Closed loop (``clients``): ``count`` clients each keep ``in_flight`` calls outst
 test's duration is followed at once by the next. An approach may bring its own callers (batching's rounds of chunks:
 models/inputs/approaches/batching.py).
 
-A rejected call is handled by the client's retry policy (modal 1.6.4 client source, domain.md §1):
+A call leaves its client as one request of its own (``api = "single"``: ``.remote``/``.spawn``) or as an input of the
+client's map call (``api = "map"``: ``.map``/``.spawn_map``, with the modal client's batching and retries:
+models/inputs/mapcall.py). On the Function path a client's single calls share its one HTTP/2 connection, which carries
+at most ``streams`` at once (0: no cap); the rest wait at the client, in order.
+
+A rejected single call is handled by the client's retry policy (modal 1.6.4 client source, domain.md §1):
 - ``none``: a single ``.remote``/``.spawn`` raises; the load test's task for that call ends (as an unhandled
   exception ends an asyncio task), so the client keeps one call fewer in flight;
 - ``backoff``: the call is retried after min(backoff_max_s, backoff_base_s · 2^attempt), jittered by
   uniform(0.5, 1), forever, as ``.map`` does (at most 15 s between tries).
-For the server approach the client also owns an HTTP connection pool of ``connection_limit`` connections.
+For the server approach the client owns an HTTP connection pool of ``connection_limit`` connections instead.
 
 On the Function path a call reaches the Function's accept ``overhead.submit`` after it is issued (models/inputs/
 overhead.py; 0 by default: at once, no event); the client learns of a rejection when the call arrives.
@@ -24,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from models.inputs.mapcall import MapCalls
 from models.inputs.overhead import OverheadParams, leg
 from models.inputs.records import CallLog
 from sim.dists import Constant, Dist, Uniform
@@ -46,6 +52,20 @@ class ClientParams:
     )
     connection_limit: int = param(
         1000, ge=0, source="assumption: aiohttp connector limit raised to the calls in flight; 0 = no limit"
+    )
+    api: Literal["single", "map"] = param(
+        "single",
+        source="reference load test: one .remote/.spawn per call; map: modal 1.6.4 .map/.spawn_map (domain.md §1)",
+        doc="how a client's calls leave it: one request per call, or one map call over them (.map on the remote "
+        "approach, .spawn_map on spawn: models/inputs/mapcall.py)",
+    )
+    streams: int = param(
+        0,
+        ge=0,
+        source="assumption: Modal's server's HTTP/2 concurrent-stream cap is not published; the reference test's "
+        "1,000 calls in flight per client came back at 96% of the ideal (copies), so it did not bind there",
+        doc="on the Function path, the calls in flight a client's one HTTP/2 connection carries at once (each holds "
+        "a stream until its result is back); the rest wait at the client; 0 = no cap; closed-loop clients only",
     )
 
 
@@ -97,12 +117,20 @@ class Load:
         self.rejections: dict[str, int] = {}  # every rejected attempt, retried or not, by kind
         self.lost: dict[str, float] = {}  # input-seconds lost to rejections, by kind (models/inputs/monitor.py)
         self._kinds, self._finished, self._close = log.kind, log.finished, log.close  # hot-path aliases
-        self._pooled = http and cp.connection_limit > 0  # the client's HTTP connection pool binds
-        pool = cp.count if self._pooled else 0  # connections in use, and calls waiting for one, by client
+        # .map/.spawn_map: each client's calls leave through its map call (None: one request per call)
+        self._map = (
+            MapCalls(sim, sc.overhead, streams, style, self._offer, self._map_rejected) if cp.api == "map" else None
+        )
+        # the client's HTTP connection pool (server) or HTTP/2 connection's streams (Function path) bind
+        self._limit = cp.connection_limit if http else cp.streams if self.connected else 0
+        self._pooled = self._limit > 0 and self._map is None
+        pool = cp.count if self._pooled else 0  # connections/streams in use, and calls waiting for one, by client
         self._conns = [0] * pool
         self._conn_wait: list[deque[int]] = [deque() for _ in range(pool)]
         # client → accept on the Function path (overhead.submit); None: the call arrives at once
-        self._submit = None if http else leg(sim, sc.overhead, "submit", streams, self._reach, log.client)
+        self._submit = (
+            None if http or self._map is not None else leg(sim, sc.overhead, "submit", streams, self._reach, log.client)
+        )
         # what a call whose work ended is told: the result's way back (overhead.result on the Function path), then done
         self.work_ended: Callable[[int], None] = (
             self.done if http else leg(sim, sc.overhead, "result", streams, self.done, log.client) or self.done
@@ -136,8 +164,11 @@ class Load:
 
     def _send(self, call: int) -> None:
         client = self.log.client[call]
+        if self._map is not None:
+            self._map.put(client, call)
+            return
         if self._pooled:
-            if self._conns[client] >= self.cp.connection_limit:
+            if self._conns[client] >= self._limit:
                 self._conn_wait[client].append(call)
                 return
             self._conns[client] += 1
@@ -154,7 +185,19 @@ class Load:
         """The call reaches its target after ``overhead.submit`` (the Function path: no connection pool)."""
         kind = self.targets[self.log.client[call] % self._copies - self._first].submit(call, self.style)
         if kind is not None:
+            if self._pooled:
+                self._release(self.log.client[call])
             self._rejected(call, kind)
+
+    def _offer(self, call: int) -> str | None:
+        """Hand ``call`` to its target as it arrives: None (taken) or the rejection's kind (a map call's input)."""
+        return self.targets[self.log.client[call] % self._copies - self._first].submit(call, self.style)
+
+    def _map_rejected(self, call: int, kind: str, delay: float) -> None:
+        """A map call's input was rejected; the client tries it again after ``delay`` (models/inputs/mapcall.py)."""
+        self.rejections[kind] = self.rejections.get(kind, 0) + 1
+        self.log.attempts[call] = self.log.attempts.get(call, 1) + 1
+        self.lost[kind] = self.lost.get(kind, 0.0) + delay
 
     def _release(self, client: int) -> None:
         self._conns[client] -= 1
@@ -180,6 +223,8 @@ class Load:
         """A started call finished (the Function's or proxy's callback)."""
         if self._pooled:
             self._release(self.log.client[call])
+        elif self._map is not None:
+            self._map.release(self.log.client[call])
         if call in self._kinds:  # ran, but an item failed (batching)
             self._failed(call, self._kinds[call])
             return
@@ -221,6 +266,7 @@ class Load:
             self.sim.stop()
 
     reissue = True  # a closed loop follows a call that is back with the next (ClientParams.reissue)
+    connected = False  # its callers are clients with a connection of their own to Modal (clients.streams)
 
     def capacity(self, span: float) -> float:
         """Input-seconds the load holds in flight over ``span`` seconds with nothing in its way."""
@@ -244,6 +290,8 @@ class ClosedLoop(Load):
     instead of two: the back and the next call's issue are recorded then, at their own times, and the work is drawn
     then, in the same order as at the backs (the trips keep their order). ``settle`` records the trips the run's end
     cut short."""
+
+    connected = True
 
     def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
         super().__init__(sim, sc, *args)

@@ -74,6 +74,10 @@ class _Scenario(Described):
             raise ValueError(f"work: its mean must be > 0 (calls/s derive from it), got {self.work}")
         if self.load == "trace":
             self.trace.counts()  # the file must be readable, the row there (ValueError naming the key)
+        if self.clients.api == "map" and (self.load != "clients" or not APPROACHES[self.approach].maps):
+            raise ValueError(
+                'clients.api: "map" is for closed-loop clients (load = "clients") of the remote or spawn approach'
+            )
         APPROACHES[self.approach].check(self)
 
     def ideal_calls_per_s(self) -> float:

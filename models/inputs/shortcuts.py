@@ -22,8 +22,8 @@ autoscaler.launch_burst autoscaler.launch_rate_per_s autoscaler.max_containers a
 autoscaler.program autoscaler.program_mode
 autoscaler.scaledown_window_s autoscaler.scaleup_step autoscaler.size_to
 batching.chunk_items batching.item_failure_prob batching.round_items
-clients.backoff_base_s clients.backoff_max_s clients.connection_limit clients.count clients.in_flight
-clients.reissue clients.retry
+clients.api clients.backoff_base_s clients.backoff_max_s clients.connection_limit clients.count clients.in_flight
+clients.reissue clients.retry clients.streams
 function.containers function.copies function.max_inputs function.target_inputs
 limits.async_accept_burst limits.async_accept_rate limits.async_pending_cap limits.enabled limits.start_burst
 limits.start_ramp_per_s limits.start_rate limits.start_rate_max limits.start_relax_per_s limits.sync_accept_burst
@@ -71,7 +71,7 @@ FIFO = Shortcut(
         **any_of(
             "clients.backoff_base_s clients.backoff_max_s clients.connection_limit clients.count clients.in_flight "
             "clients.reissue clients.retry"
-        ),
+        ),  # (clients.api and clients.streams at their defaults: one request per call, no stream cap)
         "approach": FUNCTION_CALLERS,
         "load": one_of("arrivals"),
         "arrivals.shape": _steady,
@@ -102,12 +102,14 @@ IDLE_DECISIONS = Shortcut(
 ROUND_TRIPS = Shortcut(
     "round_trips",
     "closed-loop clients that reissue (load = clients, clients.reissue) calling a Function with .remote or .spawn "
-    "through constant, positive submit and result legs",
+    "through constant, positive submit and result legs, one request per call, no stream cap",
     {
         **EVERY,
         "approach": FUNCTION_CALLERS,
         "load": one_of("clients"),
         "clients.reissue": one_of(True),
+        "clients.api": one_of("single"),  # a map call's inputs travel in requests, not each on its own
+        "clients.streams": one_of(0),  # a trip would hold its stream unseen
         "overhead.submit": positive_constant,
         "overhead.result": positive_constant,
     },

@@ -31,6 +31,7 @@ class Approach:
     name: ClassVar[str]
     style: ClassVar[int] = SYNC  # how calls are made: .remote (SYNC) or .spawn (ASYNC)
     http: ClassVar[bool] = False  # calls are HTTP requests through the client's connection pool
+    maps: ClassVar[bool] = True  # its clients may map over their calls (clients.api = "map": .map, .spawn_map)
     sections: ClassVar[dict[str, type]] = {}  # scenario sections this approach adds: {key: parameter class}
 
     def check(self, sc: Scenario) -> None:

@@ -27,6 +27,7 @@ class BatchingParams:
 
 class Batching(Approach):
     name = "batching"
+    maps = False
     sections: ClassVar[dict[str, type]] = {"batching": BatchingParams}
 
     def check(self, sc: Scenario) -> None:

@@ -105,6 +105,7 @@ class ServerParams:
 class Server(Approach):
     name = "server"
     http = True
+    maps = False
     sections: ClassVar[dict[str, type]] = {"server": ServerParams}
 
     def parts(self, sc: Scenario) -> int:
