@@ -32,7 +32,7 @@ from sim.shortcuts import Shortcut, Shortcuts, parse
 ROOT = Path(__file__).resolve().parent.parent
 SHORTCUTS = loadtest.SHORTCUTS
 DEFAULT_EXAMPLES = 320
-PROPERTIES = 8  # the properties below that draw examples (each gets an equal share)
+PROPERTIES = 9  # the properties below that draw examples (each gets an equal share)
 
 
 def diff_settings(default: int, properties: int) -> settings:
@@ -153,6 +153,12 @@ def load_tests(draw: st.DrawFn, **fixed: st.SearchStrategy) -> dict:
         "reissue": pick("clients.reissue", st.booleans()),
         "connection_limit": pick("clients.connection_limit", st.integers(0, 30)),
     }
+    # the workspace cap: none, a few containers, or exactly what every copy's pool can hold together (the parts
+    # shortcut's edge); never below the always-warm containers (the schema rejects that)
+    copies = tree["function"]["copies"] or tree["clients"]["count"]
+    fit = copies * (tree["function"]["containers"] or tree["autoscaler"]["max_containers"])
+    cap = pick("workspace.max_containers", st.sampled_from([0, 0, 1, 3, 6, 30, fit]))
+    tree["workspace"] = {"max_containers": max(cap, copies * tree["function"]["containers"]) if cap else 0}
     rate = pick("arrivals.rate", st.floats(0.2, 60.0))
     tree["arrivals"] = {"rate": rate, "shape": pick("arrivals.shape", SHAPES)}
     if load == "trace":
@@ -277,6 +283,23 @@ def test_fifo_recursion_is_exact(tree, alike, seed):
 @SETTINGS
 @given(load_tests(**{"function.containers": st.just(0)}), SEEDS)
 def test_skipped_idle_decisions_are_exact(tree, seed):
+    check("idle_decisions", tree, seed)
+
+
+@SETTINGS
+@given(
+    load_tests(
+        approach=st.sampled_from(["remote", "spawn"]),
+        **{
+            "function.containers": st.just(0),
+            "function.copies": st.sampled_from([0, 2, 3, 4]),
+            "workspace.max_containers": st.integers(1, 4),
+        },
+    ),
+    SEEDS,
+)
+def test_skipped_idle_decisions_are_exact_under_a_binding_workspace_cap(tree, seed):
+    # a pool the cap holds back decides at every grid point; the others sleep as before
     check("idle_decisions", tree, seed)
 
 

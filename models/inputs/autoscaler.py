@@ -17,6 +17,14 @@ closed-loop callers submit their calls in flight in one go) and sizes the pool t
 by ``size_to`` (models/inputs/function.py): inputs in the system (default) or those its start limit can start
 within one interval; the HTTP server has no start limit and ignores it.
 
+All the autoscaled pools of one run (the app copies' Functions, or the web server's) are containers of one
+workspace: with ``workspace.max_containers`` > 0 they hold at most that many containers (starting or ready) together
+(always-warm pools, ``function.containers``, must fit under it: the schema's check), and a decision
+launches no more than the room left (``Workspace``; the rest at later decisions, once another pool's containers
+retire). domain.md §1 says max_containers is "unlimited by default (workspace caps apply)" and gives no figure, so
+the default is no cap (an assumption, a calibration target). The cap couples the pools, so app copies run in parts
+(models/inputs/parts.py) only where it cannot bind (models/inputs/shortcuts.py).
+
 Left out: the early shrink of a well over-provisioned pool and placement on workers (§2).
 
 A decision runs after every other event at its instant (``Sim.schedule_late``): it sees all that happened then, and
@@ -114,6 +122,44 @@ class AutoscalerParams:
             raise ValueError("min_containers: must be <= max_containers")
 
 
+@dataclass(frozen=True)
+class WorkspaceParams:
+    max_containers: int = param(
+        0,
+        ge=0,
+        source="assumption: domain.md §1 ('max_containers unlimited by default (workspace caps apply)') gives no "
+        "figure; a calibration target",
+        doc="the most containers (starting or ready) all the run's Functions (every app copy, or the web server) "
+        "hold at once; 0 = no cap",
+    )
+
+
+class Workspace:
+    """The containers of every autoscaled pool of one run, held under one cap (``workspace.max_containers``)."""
+
+    def __init__(self, cap: int, pools: list[ContainerPool]) -> None:
+        self.cap = cap
+        self.size = sum(p.size for p in pools)  # containers starting or ready, all pools together
+        self.peak = self.size
+        for p in pools:
+            p.workspace = self
+
+    def room(self) -> int:
+        """How many more containers the pools may launch now."""
+        return max(0, self.cap - self.size)
+
+    def resize(self, n: int) -> None:
+        """``n`` containers launched (or, negative, removed)."""
+        self.size += n
+        self.peak = max(self.peak, self.size)
+
+    def violations(self) -> list[str]:
+        """What the pools broke of the cap (models/inputs/invariants.py)."""
+        if self.peak > self.cap:
+            return [f"{self.peak:,} containers at once, above workspace.max_containers {self.cap:,}"]
+        return []
+
+
 class Container:
     __slots__ = ("cpu_free", "idle_since", "listed", "retired", "running")
 
@@ -156,6 +202,8 @@ class ContainerPool:
         # it is removed, busy or idle): ∫ size dt, accumulated when the size changes
         self._billed = 0.0
         self._since = 0.0
+        self.fixed = fixed  # always-warm containers, no autoscaling
+        self.workspace: Workspace | None = None  # the run's, when it caps autoscaled containers (Workspace sets it)
         self._deferred = False  # burst_aware: a scale-from-zero decision is scheduled for the end of this instant
         if params.program:  # the container-start model of a named program (models/coldstart.py)
             from models.coldstart import Starter, load_program
@@ -206,6 +254,8 @@ class ContainerPool:
     def launch(self, n: int) -> None:
         """Start ``n`` containers now; each is ready after its cold start."""
         self._bill()
+        if self.workspace is not None:
+            self.workspace.resize(n)
         for _ in range(n):
             self.starting += 1
             self.cold_starts += 1
@@ -257,6 +307,8 @@ class ContainerPool:
         if want > self.size:
             add = want - self.size
             add = min(p.scaleup_step, add) if p.scaleup_step else add
+            if self.workspace is not None:
+                add = min(add, self.workspace.room())
             if self._launches is not None:
                 add = self._launches.take_up_to(self.sim.now, add)
             self.launch(add)
@@ -272,6 +324,8 @@ class ContainerPool:
                     keep.append(c)
             if len(keep) < len(self.ready):
                 self._bill()  # before the size changes
+                if self.workspace is not None:
+                    self.workspace.resize(len(keep) - len(self.ready))
                 self.ready = keep
 
     # --- the decision grid ------------------------------------------------------------------------------------
