@@ -158,7 +158,11 @@ def load_tests(draw: st.DrawFn, **fixed: st.SearchStrategy) -> dict:
     copies = tree["function"]["copies"] or tree["clients"]["count"]
     fit = copies * (tree["function"]["containers"] or tree["autoscaler"]["max_containers"])
     cap = pick("workspace.max_containers", st.sampled_from([0, 0, 1, 3, 6, 30, fit]))
-    tree["workspace"] = {"max_containers": max(cap, copies * tree["function"]["containers"]) if cap else 0}
+    tree["workspace"] = {
+        "max_containers": max(cap, copies * tree["function"]["containers"]) if cap else 0,
+        "launch_rate_per_s": pick("workspace.launch_rate_per_s", st.sampled_from([0.0, 0.0, 0.0, 0.5, 3.0])),
+        "launch_burst": pick("workspace.launch_burst", st.sampled_from([1.0, 2.0, 100.0])),
+    }
     rate = pick("arrivals.rate", st.floats(0.2, 60.0))
     tree["arrivals"] = {"rate": rate, "shape": pick("arrivals.shape", SHAPES)}
     if load == "trace":
@@ -293,13 +297,15 @@ def test_skipped_idle_decisions_are_exact(tree, seed):
         **{
             "function.containers": st.just(0),
             "function.copies": st.sampled_from([0, 2, 3, 4]),
-            "workspace.max_containers": st.integers(1, 4),
+            "workspace.max_containers": st.sampled_from([0, 1, 2, 4]),
+            "workspace.launch_rate_per_s": st.sampled_from([0.0, 0.3, 2.0]),
+            "workspace.launch_burst": st.sampled_from([1.0, 3.0]),
         },
     ),
     SEEDS,
 )
-def test_skipped_idle_decisions_are_exact_under_a_binding_workspace_cap(tree, seed):
-    # a pool the cap holds back decides at every grid point; the others sleep as before
+def test_skipped_idle_decisions_are_exact_under_a_binding_workspace(tree, seed):
+    # a pool the workspace's cap or placement rate holds back decides at every grid point; the others sleep as before
     check("idle_decisions", tree, seed)
 
 

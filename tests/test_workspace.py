@@ -1,13 +1,14 @@
-"""The workspace container cap (models/inputs/autoscaler.py, ``Workspace``): all the pools of a run, every app copy
-or the web server, hold at most ``workspace.max_containers`` containers together; copies run in parts only where the
-cap cannot bind (models/inputs/shortcuts.py)."""
+"""The workspace (models/inputs/autoscaler.py, ``Workspace``): all the autoscaled pools of a run, every app copy or
+the web server, hold at most ``workspace.max_containers`` containers together and launch them at most at
+``workspace.launch_rate_per_s``; copies run in parts only where neither can bind (models/inputs/shortcuts.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from models.inputs import loadtest
-from models.inputs.autoscaler import Workspace
+from models.inputs.autoscaler import Workspace, WorkspaceParams
+from sim.limiter import TokenBucket
 from sim.scenario import ScenarioError
 from tests.conftest import preset
 
@@ -66,6 +67,8 @@ def test_a_cap_that_cannot_bind_changes_nothing_and_keeps_the_parts():
         (("workspace.max_containers=8", "function.containers=1"), True),  # fixed pools launch nothing
         (("workspace.max_containers=4", "function.copies=0", "autoscaler.max_containers=1"), False),  # 8 clients
         (("workspace.max_containers=8", "function.copies=0", "autoscaler.max_containers=1"), True),
+        (("workspace.launch_rate_per_s=1000",), False),  # a shared placement rate couples the copies
+        (("workspace.launch_rate_per_s=1", "function.containers=1"), True),
     ],
 )
 def test_the_parts_shortcut_is_declared_exact_only_where_the_cap_cannot_bind(sets, exact):
@@ -77,11 +80,39 @@ def test_a_cap_below_the_always_warm_containers_is_bad_input():
         preset("loadtest-copies", "workspace.max_containers=7", "function.containers=1")
 
 
+def test_the_workspace_placement_rate_paces_every_copys_launches_together():
+    sets = ("workspace.launch_rate_per_s=1", "workspace.launch_burst=4", "duration_s=20")
+    free, free_series = run("loadtest-copies", "duration_s=20")
+    paced, series = run("loadtest-copies", *sets)
+    assert "parts" in free["shortcuts_used"] and "parts" not in paced["shortcuts_used"]
+    # 8 containers at 0.5 s without it (one per copy); with it, at most 4 + 1/s, all copies together, at every sample
+    assert free_series["containers"][1] == 8
+    assert all(c <= 4 + t for t, c in zip(series["t"], series["containers"], strict=True))
+    assert paced["containers_peak"] == 16 and paced["calls_per_s"] < free["calls_per_s"]
+    off, _ = run("loadtest-copies", *sets, "shortcuts=none")
+    assert off["calls_per_s"] == paced["calls_per_s"] and off["container_seconds"] == paced["container_seconds"]
+
+
+def workspace(**params) -> Workspace:
+    return Workspace(WorkspaceParams(**params), [])
+
+
 def test_the_invariant_names_a_workspace_above_its_cap():
-    ws = Workspace(3, [])
+    ws = workspace(max_containers=3)
     ws.resize(3)
-    assert ws.room() == 0 and ws.violations() == []
+    assert ws.full and ws.admit(0.0, 5, None) == 0 and ws.violations(0.0) == []
     ws.resize(1)
-    assert ws.violations() == ["4 containers at once, above workspace.max_containers 3"]
+    assert ws.violations(0.0) == ["4 containers at once, above workspace.max_containers 3"]
     ws.resize(-2)
-    assert ws.room() == 1 and ws.violations() != []  # the peak stays
+    assert not ws.full and ws.admit(0.0, 5, None) == 1 and ws.violations(0.0) != []  # the peak stays
+
+
+def test_a_launch_takes_from_the_pools_bucket_and_the_workspaces_and_wastes_neither():
+    ws, own = workspace(launch_rate_per_s=1.0, launch_burst=3.0), TokenBucket(10.0, 2.0)
+    assert ws.admit(0.0, 5, own) == 2  # the pool's own bucket holds 2
+    assert ws.admit(0.0, 5, None) == 1  # the workspace's has 1 left, not 1 - 2 wasted
+    ws.resize(3)
+    assert ws.violations(0.0) == []
+    ws.resize(1)
+    assert any("more than the workspace admits" in v for v in ws.violations(0.0))
+    assert ws.violations(1.0) == []  # one more token by then

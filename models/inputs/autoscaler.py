@@ -22,8 +22,10 @@ workspace: with ``workspace.max_containers`` > 0 they hold at most that many con
 (always-warm pools, ``function.containers``, must fit under it: the schema's check), and a decision
 launches no more than the room left (``Workspace``; the rest at later decisions, once another pool's containers
 retire). domain.md §1 says max_containers is "unlimited by default (workspace caps apply)" and gives no figure, so
-the default is no cap (an assumption, a calibration target). The cap couples the pools, so app copies run in parts
-(models/inputs/parts.py) only where it cannot bind (models/inputs/shortcuts.py).
+the default is no cap (an assumption, a calibration target). With ``workspace.launch_rate_per_s`` > 0 the pools also
+share one launch bucket (``launch_burst`` at once, then that rate), on top of each one's own: a placement rate of the
+whole workspace (an assumption, off by default). Both couple the pools, so app copies run in parts
+(models/inputs/parts.py) only where neither can bind (models/inputs/shortcuts.py).
 
 Left out: the early shrink of a well over-provisioned pool and placement on workers (§2).
 
@@ -132,32 +134,72 @@ class WorkspaceParams:
         doc="the most containers (starting or ready) all the run's Functions (every app copy, or the web server) "
         "hold at once; 0 = no cap",
     )
+    launch_rate_per_s: float = param(
+        0.0,
+        ge=0,
+        source="assumption: a workspace's containers are placed by one scheduler (domain.md §2: Kubernetes "
+        "~100-300 pods/s); no figure for Modal, not fitted; a calibration target",
+        doc="containers all the run's autoscalers together can launch per second, after launch_burst at once, on "
+        "top of each one's autoscaler.launch_rate_per_s; 0 = no workspace-wide limit",
+    )
+    launch_burst: float = param(
+        100.0,
+        ge=1,
+        source="assumption (with launch_rate_per_s)",
+        doc="containers all the run's autoscalers together can launch at once (used only with launch_rate_per_s > 0)",
+    )
 
 
 class Workspace:
-    """The containers of every autoscaled pool of one run, held under one cap (``workspace.max_containers``)."""
+    """Every autoscaled pool of one run, under one cap (``workspace.max_containers``) and one placement rate
+    (``workspace.launch_rate_per_s``)."""
 
-    def __init__(self, cap: int, pools: list[ContainerPool]) -> None:
-        self.cap = cap
+    def __init__(self, params: WorkspaceParams, pools: list[ContainerPool]) -> None:
+        self.cap = params.max_containers
+        rate = params.launch_rate_per_s
+        self._launches = TokenBucket(rate, params.launch_burst) if rate > 0 else None
         self.size = sum(p.size for p in pools)  # containers starting or ready, all pools together
         self.peak = self.size
+        self.launched = 0  # containers the pools have launched so far
         for p in pools:
             p.workspace = self
 
-    def room(self) -> int:
-        """How many more containers the pools may launch now."""
-        return max(0, self.cap - self.size)
+    @property
+    def full(self) -> bool:
+        """Whether the pools hold as many containers as the cap allows."""
+        return 0 < self.cap <= self.size
+
+    def admit(self, now: float, n: int, own: TokenBucket | None) -> int:
+        """How many of ``n`` containers a pool may launch now, within the cap, its own launch bucket ``own`` and the
+        workspace's, taken from both."""
+        if self.cap:
+            n = min(n, max(0, self.cap - self.size))
+        if own is not None:
+            n = min(n, own.whole(now))
+        if self._launches is not None:
+            n = self._launches.take_up_to(now, n)
+        if own is not None:
+            own.take_up_to(now, n)
+        return n
 
     def resize(self, n: int) -> None:
         """``n`` containers launched (or, negative, removed)."""
         self.size += n
         self.peak = max(self.peak, self.size)
+        self.launched += max(n, 0)
 
-    def violations(self) -> list[str]:
-        """What the pools broke of the cap (models/inputs/invariants.py)."""
-        if self.peak > self.cap:
-            return [f"{self.peak:,} containers at once, above workspace.max_containers {self.cap:,}"]
-        return []
+    def violations(self, now: float) -> list[str]:
+        """What the pools broke of the cap and of the placement rate by time ``now`` (models/inputs/invariants.py)."""
+        out = []
+        if self.cap and self.peak > self.cap:
+            out.append(f"{self.peak:,} containers at once, above workspace.max_containers {self.cap:,}")
+        bucket = self._launches
+        if bucket is not None and self.launched > (bucket.burst + bucket.rate * now) * (1 + 1e-9) + 1e-6:
+            most = bucket.burst + bucket.rate * now
+            out.append(
+                f"launched {self.launched:,} containers by t = {now:g} s, more than the workspace admits ({most:,.1f})"
+            )
+        return out
 
 
 class Container:
@@ -308,8 +350,8 @@ class ContainerPool:
             add = want - self.size
             add = min(p.scaleup_step, add) if p.scaleup_step else add
             if self.workspace is not None:
-                add = min(add, self.workspace.room())
-            if self._launches is not None:
+                add = self.workspace.admit(self.sim.now, add, self._launches)
+            elif self._launches is not None:
                 add = self._launches.take_up_to(self.sim.now, add)
             self.launch(add)
         elif want < self.size:

@@ -411,5 +411,4 @@ def full_pool_wait(pool: ContainerPool) -> str:
     together at ``workspace.max_containers``, or the autoscaler has more on the way or not yet asked for."""
     if pool.p.max_containers and pool.size >= pool.p.max_containers:
         return "max_containers"
-    ws = pool.workspace
-    return "workspace_cap" if ws is not None and ws.room() == 0 else "autoscaler"
+    return "workspace_cap" if pool.workspace is not None and pool.workspace.full else "autoscaler"
