@@ -231,7 +231,14 @@ def parse_dist(text: str, base_dir: Path | None = None) -> Dist:
     median, sigma = args
     if median <= 0 or sigma <= 0:
         raise DistError(f"lognormal(median, sigma) needs median > 0 and sigma > 0 in {text!r}")
-    return LogNormal(median, sigma)
+    d = LogNormal(median, sigma)
+    try:
+        finite = sigma * sigma < 709 and math.isfinite(d.var)  # math.exp overflows past 709
+    except OverflowError:
+        finite = False
+    if not finite:
+        raise DistError(f"lognormal(median, sigma): its mean or variance overflows in {text!r}")
+    return d
 
 
 def _empirical(arg: str, base_dir: Path | None) -> Empirical:

@@ -45,6 +45,11 @@ class TokenBucket:
         self._tokens -= k
         return k
 
+    def whole(self, now: float) -> int:
+        """The whole tokens there are at ``now``, taking none (``take_up_to(now, k)`` then takes k ≤ this)."""
+        tokens = self._tokens + (now - self._t) * self.rate if now > self._t else self._tokens
+        return int(min(self.burst, tokens) + 1e-9)
+
     def next_token_in(self, now: float) -> float:
         """Seconds from ``now`` until a token is available (0 if one is)."""
         self._refill(now)

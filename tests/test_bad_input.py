@@ -31,6 +31,8 @@ CASES = [
     ("loadtest-batching", "work=constant(0)", "work"),
     ("loadtest-spawn", "autoscaler.interval_s=1e308", "autoscaler.interval_s"),
     ("loadtest-copies", "function.copies=100000000", "function.copies"),
+    ("loadtest-copies", "workspace.max_containers=-1", "workspace.max_containers"),
+    ("loadtest-server", "workspace.max_containers=ten", "workspace.max_containers"),
 ]
 
 

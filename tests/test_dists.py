@@ -32,6 +32,8 @@ def test_parse(text, expected):
         "normal(0, 1)",
         "exponential(-1)",
         "lognormal(0, 1)",
+        "lognormal(1, 50)",  # its mean overflows
+        "lognormal(1e300, 1)",  # its variance does
         "constant(x)",
         "uniform 1 10",
         "",

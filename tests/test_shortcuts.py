@@ -32,7 +32,7 @@ from sim.shortcuts import Shortcut, Shortcuts, parse
 ROOT = Path(__file__).resolve().parent.parent
 SHORTCUTS = loadtest.SHORTCUTS
 DEFAULT_EXAMPLES = 320
-PROPERTIES = 8  # the properties below that draw examples (each gets an equal share)
+PROPERTIES = 9  # the properties below that draw examples (each gets an equal share)
 
 
 def diff_settings(default: int, properties: int) -> settings:
@@ -156,6 +156,16 @@ def load_tests(draw: st.DrawFn, **fixed: st.SearchStrategy) -> dict:
     }
     if load == "clients" and approach in ("remote", "spawn"):
         tree["clients"]["api"] = pick("clients.api", st.sampled_from(["single", "single", "map"]))
+    # the workspace cap: none, a few containers, or exactly what every copy's pool can hold together (the parts
+    # shortcut's edge); never below the always-warm containers (the schema rejects that)
+    copies = tree["function"]["copies"] or tree["clients"]["count"]
+    fit = copies * (tree["function"]["containers"] or tree["autoscaler"]["max_containers"])
+    cap = pick("workspace.max_containers", st.sampled_from([0, 0, 1, 3, 6, 30, fit]))
+    tree["workspace"] = {
+        "max_containers": max(cap, copies * tree["function"]["containers"]) if cap else 0,
+        "launch_rate_per_s": pick("workspace.launch_rate_per_s", st.sampled_from([0.0, 0.0, 0.0, 0.5, 3.0])),
+        "launch_burst": pick("workspace.launch_burst", st.sampled_from([1.0, 2.0, 100.0])),
+    }
     rate = pick("arrivals.rate", st.floats(0.2, 60.0))
     tree["arrivals"] = {"rate": rate, "shape": pick("arrivals.shape", SHAPES)}
     if load == "trace":
@@ -280,6 +290,25 @@ def test_fifo_recursion_is_exact(tree, alike, seed):
 @SETTINGS
 @given(load_tests(**{"function.containers": st.just(0)}), SEEDS)
 def test_skipped_idle_decisions_are_exact(tree, seed):
+    check("idle_decisions", tree, seed)
+
+
+@SETTINGS
+@given(
+    load_tests(
+        approach=st.sampled_from(["remote", "spawn"]),
+        **{
+            "function.containers": st.just(0),
+            "function.copies": st.sampled_from([0, 2, 3, 4]),
+            "workspace.max_containers": st.sampled_from([0, 1, 2, 4]),
+            "workspace.launch_rate_per_s": st.sampled_from([0.0, 0.3, 2.0]),
+            "workspace.launch_burst": st.sampled_from([1.0, 3.0]),
+        },
+    ),
+    SEEDS,
+)
+def test_skipped_idle_decisions_are_exact_under_a_binding_workspace(tree, seed):
+    # a pool the workspace's cap or placement rate holds back decides at every grid point; the others sleep as before
     check("idle_decisions", tree, seed)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from models.inputs import clients
-from models.inputs.autoscaler import AutoscalerParams
+from models.inputs.autoscaler import AutoscalerParams, WorkspaceParams
 from models.inputs.demand import ArrivalParams, TraceParams
 from models.inputs.function import FunctionParams, LimitParams
 
@@ -35,6 +35,8 @@ class Scenario(clients.Scenario, Protocol):
     def limits(self) -> LimitParams: ...
     @property
     def autoscaler(self) -> AutoscalerParams: ...
+    @property
+    def workspace(self) -> WorkspaceParams: ...
     @property
     def arrivals(self) -> ArrivalParams: ...
     @property

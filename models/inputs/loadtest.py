@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 from models.inputs import invariants, parts
 from models.inputs.approaches import APPROACHES
 from models.inputs.approaches.base import LOADS
-from models.inputs.autoscaler import AutoscalerParams
+from models.inputs.autoscaler import AutoscalerParams, WorkspaceParams
 from models.inputs.clients import ClientParams
 from models.inputs.demand import ArrivalParams, TraceParams
 from models.inputs.envelope import EnvelopeParams, extrapolated
@@ -61,6 +61,7 @@ class _Scenario(Described):
     function: FunctionParams = section(FunctionParams)
     limits: LimitParams = section(LimitParams)
     autoscaler: AutoscalerParams = section(AutoscalerParams)
+    workspace: WorkspaceParams = section(WorkspaceParams)
     overhead: OverheadParams = section(OverheadParams)
     clients: ClientParams = section(ClientParams)
     arrivals: ArrivalParams = section(ArrivalParams)
@@ -72,6 +73,14 @@ class _Scenario(Described):
             raise ValueError("warmup_s: must be < duration_s")
         if not self.work.mean > 0:
             raise ValueError(f"work: its mean must be > 0 (calls/s derive from it), got {self.work}")
+        cap, fixed = self.workspace.max_containers, self.function.containers
+        if cap and fixed and self.approach != "server":
+            copies = self.function.copies or self.clients.count
+            if copies * fixed > cap:
+                raise ValueError(
+                    f"workspace.max_containers: {cap:,} is below the {copies:,} × {fixed:,} always-warm containers "
+                    "of function.copies × function.containers"
+                )
         if self.load == "trace":
             self.trace.counts()  # the file must be readable, the row there (ValueError naming the key)
         if self.clients.api == "map" and (self.load != "clients" or not APPROACHES[self.approach].maps):

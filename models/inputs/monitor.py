@@ -3,7 +3,8 @@
 Every ``dt`` seconds of simulated time (a slow SimPy process, not the per-call path) the monitor reads each
 Function's pending queue, running inputs and containers, and why inputs wait: a container has room but the start
 limiter has no token (``start_rate``), every container is full and more are on the way or not yet asked for
-(``autoscaler``: decision interval, scale-up step, cold starts), or the pool is at ``max_containers``.
+(``autoscaler``: decision interval, scale-up step, cold starts), or the pool is at ``max_containers``, or all the
+run's pools together are at ``workspace.max_containers`` (``workspace_cap``).
 
 ``binding_limit`` names the limit that costs the most, each cost counted in the same unit: input-seconds lost
 (a batched chunk is one input; otherwise an input is a call), as a share of the input-seconds the load would hold in
@@ -33,7 +34,7 @@ REJECTION_LIMITS = {
     "http_503": "http_503",
     "http_429": "http_429",
 }
-WAIT_LIMITS = ("start_rate", "autoscaler", "max_containers")
+WAIT_LIMITS = ("start_rate", "autoscaler", "max_containers", "workspace_cap")
 LIMITS = (*WAIT_LIMITS, *REJECTION_LIMITS.values())
 
 # what ``diagnosis`` reports: from the parts' input-seconds added up, not from their shares

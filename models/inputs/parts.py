@@ -27,6 +27,7 @@ from multiprocessing.connection import Connection, wait
 import numpy as np
 
 from models.inputs.approaches import APPROACHES
+from models.inputs.autoscaler import Workspace
 from models.inputs.base import Scenario
 from models.inputs.monitor import BACKLOG, Monitor
 from models.inputs.records import CallLog
@@ -112,6 +113,11 @@ class Part:
         self.targets: list = []
         self.load = approach.load(self.sim, sc, self.log, streams, self.targets, index, parts)
         self.targets += approach.targets(self.sim, sc, streams, self.log, self.load, index, parts)
+        # the part's autoscaled pools under one cap and placement rate (parts only where neither can bind; fixed
+        # pools fit under the cap: the schema's check)
+        pools = [t.pool for t in self.targets if not t.pool.fixed]
+        ws = sc.workspace
+        self.workspace = Workspace(ws, pools) if (ws.max_containers or ws.launch_rate_per_s) and pools else None
         if parts > 1:  # client i calls copy i mod copies, held here from the part's first copy on
             self.load.route(sc.function.copies or sc.clients.count, approach.copies_of(sc, index, parts).start)
         else:
@@ -148,7 +154,8 @@ class Part:
                 "events": self.sim.events,
             },
             records=self.log.arrays() if self.records else None,
-            violations=[v for t in self.targets for v in t.violations(self.sim.now)],
+            violations=[v for t in self.targets for v in t.violations(self.sim.now)]
+            + (self.workspace.violations(self.sim.now) if self.workspace is not None else []),
         )
 
 

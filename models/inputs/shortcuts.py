@@ -32,6 +32,7 @@ overhead.dispatch overhead.result overhead.submit
 server.container_cpu server.cpu_per_request_s server.max_concurrency server.proxy_latency_s server.proxy_sigma
 server.scaleup_window_s server.target_concurrency
 trace.function trace.path trace.scale trace.spread trace.start_minute
+workspace.launch_burst workspace.launch_rate_per_s workspace.max_containers
 """
 EVERY = any_of(KEYS)
 FUNCTION_CALLERS = one_of("remote", "spawn")  # approaches whose callers reach the Function's inputs directly
@@ -59,7 +60,9 @@ FIFO = Shortcut(
             "autoscaler.buffer_containers autoscaler.burst_aware autoscaler.cold_start autoscaler.interval_s "
             "autoscaler.launch_burst autoscaler.launch_rate_per_s autoscaler.max_containers autoscaler.min_containers "
             "autoscaler.scaledown_window_s "
-            "autoscaler.scaleup_step autoscaler.size_to"
+            "autoscaler.scaleup_step autoscaler.size_to "
+            # at least the fixed pools' containers (the schema's check): it never binds, and they launch nothing
+            "workspace.launch_burst workspace.launch_rate_per_s workspace.max_containers"
         ),
         # no limits: nothing is rejected, so no client retries; an open loop has no clients of its own
         **any_of(
@@ -118,12 +121,26 @@ ROUND_TRIPS = Shortcut(
     doc="a call's way back and the next call's way out are one event, not two (models/inputs/clients.py)",
 )
 
+
+def _workspace_cannot_bind(sc: Any) -> bool:
+    """Whether the workspace leaves the copies' pools independent: fixed pools (which launch nothing, and fit under
+    the cap: the schema's check), or no workspace-wide placement rate and a cap of none or at least what every
+    copy's pool could ever hold together."""
+    ws, per = sc.workspace, sc.autoscaler.max_containers
+    copies = sc.function.copies or sc.clients.count
+    if sc.function.containers > 0:
+        return True
+    return ws.launch_rate_per_s == 0 and (not ws.max_containers or 0 < copies * per <= ws.max_containers)
+
+
 PARTS = Shortcut(
     "parts",
     "any load test of app copies under closed-loop clients: client i calls copy i mod copies and nothing else is "
-    "shared, so each copy with its clients runs on a clock of its own; the same numbers up to the order in which "
-    "the parts' sums are added",
+    "shared (no workspace-wide placement rate, and no workspace cap that could bind: workspace.max_containers 0 or "
+    "at least copies × autoscaler.max_containers), so each copy with its clients runs on a clock of its own; the "
+    "same numbers up to the order in which the parts' sums are added",
     EVERY,
+    when=_workspace_cannot_bind,
     claim="rounding",
     rel_tol=1e-9,
     doc="the copies simulated one after the other, or on --jobs processes (models/inputs/parts.py)",
