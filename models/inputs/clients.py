@@ -94,10 +94,14 @@ class Load:
         self._copies, self._first = 1, 0  # client i calls targets[i mod copies − first] (``route``)
         self.outstanding = 0  # inputs issued and not yet back: the run ends when none are, after the duration
         self.drained_at: float | None = None  # when the load stopped the clock: nothing in flight, nothing to come
+        self._backoff = cp.retry == "backoff"
+        self._send_cb = self._send  # one bound method for every retry's entry, not one each
         self.rejections: dict[str, int] = {}  # every rejected attempt, retried or not, by kind
         self.lost: dict[str, float] = {}  # input-seconds lost to rejections, by kind (models/inputs/monitor.py)
-        self._kinds, self._finished, self._close = log.kind, log.finished, log.close  # hot-path aliases
-        self._pooled = http and cp.connection_limit > 0  # the client's HTTP connection pool binds
+        # hot-path aliases (the log's columns are the same objects all run)
+        self._kinds, self._finished, self._close, self._client = log.kind, log.finished, log.close, log.client
+        self._one: Callable[[int, int], str | None] | None = None  # the submit of the only target (``route``)
+        self._pooled = http and self._pool_binds(cp)  # the client's HTTP connection pool can bind
         pool = cp.count if self._pooled else 0  # connections in use, and calls waiting for one, by client
         self._conns = [0] * pool
         self._conn_wait: list[deque[int]] = [deque() for _ in range(pool)]
@@ -108,10 +112,16 @@ class Load:
             self.done if http else leg(sim, sc.overhead, "result", streams, self.done, log.client) or self.done
         )
 
+    @staticmethod
+    def _pool_binds(cp: ClientParams) -> bool:
+        """Whether a client's connection pool can ever hold a call back (``connection_limit`` 0: no limit)."""
+        return cp.connection_limit > 0
+
     def route(self, copies: int, first: int = 0) -> None:
         """Client i calls app copy i mod ``copies``, which is ``targets[i mod copies − first]`` (a part holds the
         copies from ``first`` on)."""
         self._copies, self._first = copies, first
+        self._one = self.targets[0].submit if copies == 1 and first == 0 and len(self.targets) == 1 else None
 
     def begin(self) -> None:
         """Issue the calls in flight at the start."""
@@ -135,7 +145,7 @@ class Load:
         return call
 
     def _send(self, call: int) -> None:
-        client = self.log.client[call]
+        client = self._client[call]
         if self._pooled:
             if self._conns[client] >= self.cp.connection_limit:
                 self._conn_wait[client].append(call)
@@ -144,7 +154,8 @@ class Load:
         if self._submit is not None:
             self._submit(call)
             return
-        kind = self.targets[client % self._copies - self._first].submit(call, self.style)
+        one = self._one
+        kind = (one or self.targets[client % self._copies - self._first].submit)(call, self.style)
         if kind is not None:
             if self._pooled:
                 self._release(client)
@@ -163,14 +174,15 @@ class Load:
 
     def _rejected(self, call: int, kind: str) -> None:
         self.rejections[kind] = self.rejections.get(kind, 0) + 1
-        if self.cp.retry == "backoff":
-            attempt = self.log.attempts.get(call, 1)
-            self.log.attempts[call] = attempt + 1
+        if self._backoff:
+            attempts = self.log.attempts
+            attempt = attempts.get(call, 1)
+            attempts[call] = attempt + 1
             # the exponent capped: 2 ** 1,100 would not fit a float, and the cap has long bound by then
             delay = min(self.cp.backoff_max_s, self.cp.backoff_base_s * 2.0 ** min(attempt - 1, 1000))
             delay *= self._jitter[self.log.client[call]]()
             self.lost[kind] = self.lost.get(kind, 0.0) + delay
-            self.sim.call_in(delay, self._send, call)
+            self.sim.call_at(self.env._now + delay, self._send_cb, call)  # call_in, without its check: delay > 0
         else:
             self.lost[kind] = self.lost.get(kind, 0.0) + self.loss_of_failure(call)
             self._failed(call, kind)
@@ -179,7 +191,7 @@ class Load:
     def done(self, call: int) -> None:
         """A started call finished (the Function's or proxy's callback)."""
         if self._pooled:
-            self._release(self.log.client[call])
+            self._release(self._client[call])
         if call in self._kinds:  # ran, but an item failed (batching)
             self._failed(call, self._kinds[call])
             return
@@ -305,6 +317,12 @@ class ClosedLoop(Load):
         time (the run itself goes on to its end: models/inputs/parts.py ``run_end``)."""
         self._stop()
 
+    @staticmethod
+    def _pool_binds(cp: ClientParams) -> bool:
+        """A client of a closed loop has at most ``in_flight`` calls out, and a call waiting to retry holds no
+        connection: a pool of at least that many connections never holds one back (its bookkeeping is skipped)."""
+        return 0 < cp.connection_limit < cp.in_flight
+
     def loss_of_failure(self, call: int) -> float:
         """Without reissue a failed call loses its own work; else the rest of its slot (Load)."""
         return super().loss_of_failure(call) if self.reissue else self.log.work[call]
@@ -313,6 +331,6 @@ class ClosedLoop(Load):
         now = self.env._now
         if self.reissue and now < self.duration and call not in self._kinds:
             # new_call, inlined: every call but the first of each slot is made here
-            client = self.log.client[call]
+            client = self._client[call]
             self.outstanding += 1
             self._send(self.log.new(client, now, self.work_of[client]()))
