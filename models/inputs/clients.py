@@ -100,7 +100,6 @@ class Load:
         self.lost: dict[str, float] = {}  # input-seconds lost to rejections, by kind (models/inputs/monitor.py)
         # hot-path aliases (the log's columns are the same objects all run)
         self._kinds, self._finished, self._close, self._client = log.kind, log.finished, log.close, log.client
-        self._one: Callable[[int, int], str | None] | None = None  # the submit of the only target (``route``)
         self._pooled = http and self._pool_binds(cp)  # the client's HTTP connection pool can bind
         pool = cp.count if self._pooled else 0  # connections in use, and calls waiting for one, by client
         self._conns = [0] * pool
@@ -121,7 +120,6 @@ class Load:
         """Client i calls app copy i mod ``copies``, which is ``targets[i mod copies − first]`` (a part holds the
         copies from ``first`` on)."""
         self._copies, self._first = copies, first
-        self._one = self.targets[0].submit if copies == 1 and first == 0 and len(self.targets) == 1 else None
 
     def begin(self) -> None:
         """Issue the calls in flight at the start."""
@@ -154,8 +152,7 @@ class Load:
         if self._submit is not None:
             self._submit(call)
             return
-        one = self._one
-        kind = (one or self.targets[client % self._copies - self._first].submit)(call, self.style)
+        kind = self.targets[client % self._copies - self._first].submit(call, self.style)
         if kind is not None:
             if self._pooled:
                 self._release(client)
