@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from unittest import mock
 
+import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -162,3 +163,58 @@ def test_each_hop_through_the_proxy_varies_and_comes_from_its_clients_stream():
     assert varied.std() > 0.001 and 0.004 < float(sorted(varied)[len(varied) // 2]) < 0.02  # median near 10 ms
     again, _ = added()
     assert varied.tolist() == again.tolist()  # reproducible from the seed
+
+
+# --- the client's connection pool: skipped where it cannot bind ---------------------------------------------------
+POOLS = st.fixed_dictionaries(
+    {
+        "clients.count": st.integers(1, 12),
+        "clients.in_flight": st.integers(1, 40),
+        "clients.retry": st.sampled_from(["none", "backoff"]),
+        "clients.reissue": st.sampled_from(["true", "false"]),
+        "clients.backoff_base_s": st.sampled_from(["0.05", "0.5"]),
+        "server.max_concurrency": st.sampled_from([0, 0, 1, 4, 30]),
+        "server.cpu_per_request_s": st.sampled_from(["0", "0.00398", "0.05"]),
+        "server.proxy_sigma": st.sampled_from(["0", "0.3"]),
+        "server.proxy_latency_s": st.sampled_from(["0", "0.005"]),
+        "server.target_concurrency": st.sampled_from([1, 5, 1000]),
+        "autoscaler.burst_aware": st.sampled_from(["true", "false"]),
+        "autoscaler.cold_start": st.sampled_from(["constant(0.5)", "uniform(0.1, 2)"]),
+        "work": st.sampled_from(["constant(0.25)", "uniform(0.1, 1)", "exponential(0.3)"]),
+        "duration_s": st.sampled_from([0.5, 1.5, 4.0]),
+    }
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(POOLS, st.integers(-3, 4), st.integers(0, 1_000_000), st.integers(0, 3))
+def test_a_pool_that_cannot_bind_is_skipped_exactly(sets: dict, spare: int, big: int, seed: int) -> None:
+    """Closed-loop clients with any ``connection_limit`` (below, at, above ``in_flight``): the run as it is (the
+    pool's bookkeeping skipped where the limit is at least ``in_flight``) gives every metric and every record of the
+    run with the bookkeeping of every limit, to the bit."""
+    from models.inputs import clients, loadtest
+    from tests.conftest import preset
+
+    limit = max(1, sets["clients.in_flight"] + (spare if spare < 4 else big))  # about in_flight, or far above
+    sc = preset("loadtest-server", *(f"{k}={v}" for k, v in sets.items()), f"clients.connection_limit={limit}")
+    fast = loadtest.run(sc, seed=seed, records=True)
+    kept = staticmethod(lambda limit, in_flight: limit > 0)  # the bookkeeping of any limit, as a pool that may bind
+    with mock.patch.object(clients.ClosedLoop, "_pool_binds", kept):
+        slow = loadtest.run(sc, seed=seed, records=True)
+    assert set(fast) == set(slow)
+    for k in fast:
+        if k not in ("wall_s", "records"):
+            assert fast[k] == slow[k] or (fast[k] != fast[k] and slow[k] != slow[k]), k  # NaN is NaN
+    pd.testing.assert_frame_equal(fast["records"], slow["records"], check_exact=True)
+
+
+def test_a_pool_below_in_flight_binds() -> None:
+    """A closed loop's pool of fewer connections than calls in flight holds calls back (so it is kept): 2
+    connections for 5 calls give other numbers than 5 connections."""
+    from models.inputs import loadtest
+    from tests.conftest import preset
+
+    sets = ("clients.count=2", "clients.in_flight=5", "duration_s=20", "work=constant(1)", "server.cpu_per_request_s=0")
+    few = loadtest.run(preset("loadtest-server", *sets, "clients.connection_limit=2"), seed=0)
+    enough = loadtest.run(preset("loadtest-server", *sets, "clients.connection_limit=5"), seed=0)
+    assert few["calls"] < enough["calls"]

@@ -114,16 +114,19 @@ class Load:
         self._copies, self._first = 1, 0  # client i calls targets[i mod copies − first] (``route``)
         self.outstanding = 0  # inputs issued and not yet back: the run ends when none are, after the duration
         self.drained_at: float | None = None  # when the load stopped the clock: nothing in flight, nothing to come
+        self._backoff = cp.retry == "backoff"
+        self._send_cb = self._send  # one bound method for every retry's entry, not one each
         self.rejections: dict[str, int] = {}  # every rejected attempt, retried or not, by kind
         self.lost: dict[str, float] = {}  # input-seconds lost to rejections, by kind (models/inputs/monitor.py)
-        self._kinds, self._finished, self._close = log.kind, log.finished, log.close  # hot-path aliases
+        # hot-path aliases (the log's columns are the same objects all run)
+        self._kinds, self._finished, self._close, self._client = log.kind, log.finished, log.close, log.client
         # .map/.spawn_map: each client's calls leave through its map call (None: one request per call)
         self._map = (
             MapCalls(sim, sc.overhead, streams, style, self._offer, self._map_rejected) if cp.api == "map" else None
         )
-        # the client's HTTP connection pool (server) or HTTP/2 connection's streams (Function path) bind
+        # the client's HTTP connection pool (server) or HTTP/2 connection's streams (Function path) can bind
         self._limit = cp.connection_limit if http else cp.streams if self.connected else 0
-        self._pooled = self._limit > 0 and self._map is None
+        self._pooled = self._map is None and self._pool_binds(self._limit, cp.in_flight)
         pool = cp.count if self._pooled else 0  # connections/streams in use, and calls waiting for one, by client
         self._conns = [0] * pool
         self._conn_wait: list[deque[int]] = [deque() for _ in range(pool)]
@@ -135,6 +138,11 @@ class Load:
         self.work_ended: Callable[[int], None] = (
             self.done if http else leg(sim, sc.overhead, "result", streams, self.done, log.client) or self.done
         )
+
+    @staticmethod
+    def _pool_binds(limit: int, in_flight: int) -> bool:
+        """Whether a client's connections (or streams) can ever hold a call back (``limit`` 0: no limit)."""
+        return limit > 0
 
     def route(self, copies: int, first: int = 0) -> None:
         """Client i calls app copy i mod ``copies``, which is ``targets[i mod copies − first]`` (a part holds the
@@ -163,7 +171,7 @@ class Load:
         return call
 
     def _send(self, call: int) -> None:
-        client = self.log.client[call]
+        client = self._client[call]
         if self._map is not None:
             self._map.put(client, call)
             return
@@ -206,14 +214,15 @@ class Load:
 
     def _rejected(self, call: int, kind: str) -> None:
         self.rejections[kind] = self.rejections.get(kind, 0) + 1
-        if self.cp.retry == "backoff":
-            attempt = self.log.attempts.get(call, 1)
-            self.log.attempts[call] = attempt + 1
+        if self._backoff:
+            attempts = self.log.attempts
+            attempt = attempts.get(call, 1)
+            attempts[call] = attempt + 1
             # the exponent capped: 2 ** 1,100 would not fit a float, and the cap has long bound by then
             delay = min(self.cp.backoff_max_s, self.cp.backoff_base_s * 2.0 ** min(attempt - 1, 1000))
             delay *= self._jitter[self.log.client[call]]()
             self.lost[kind] = self.lost.get(kind, 0.0) + delay
-            self.sim.call_in(delay, self._send, call)
+            self.sim.call_at(self.env._now + delay, self._send_cb, call)  # call_in, without its check: delay > 0
         else:
             self.lost[kind] = self.lost.get(kind, 0.0) + self.loss_of_failure(call)
             self._failed(call, kind)
@@ -222,9 +231,9 @@ class Load:
     def done(self, call: int) -> None:
         """A started call finished (the Function's or proxy's callback)."""
         if self._pooled:
-            self._release(self.log.client[call])
+            self._release(self._client[call])
         elif self._map is not None:
-            self._map.release(self.log.client[call])
+            self._map.release(self._client[call])
         if call in self._kinds:  # ran, but an item failed (batching)
             self._failed(call, self._kinds[call])
             return
@@ -353,6 +362,12 @@ class ClosedLoop(Load):
         time (the run itself goes on to its end: models/inputs/parts.py ``run_end``)."""
         self._stop()
 
+    @staticmethod
+    def _pool_binds(limit: int, in_flight: int) -> bool:
+        """A client of a closed loop has at most ``in_flight`` calls out, and a call waiting to retry holds no
+        connection or stream: a pool of at least that many never holds one back (its bookkeeping is skipped)."""
+        return 0 < limit < in_flight
+
     def loss_of_failure(self, call: int) -> float:
         """Without reissue a failed call loses its own work; else the rest of its slot (Load)."""
         return super().loss_of_failure(call) if self.reissue else self.log.work[call]
@@ -361,6 +376,6 @@ class ClosedLoop(Load):
         now = self.env._now
         if self.reissue and now < self.duration and call not in self._kinds:
             # new_call, inlined: every call but the first of each slot is made here
-            client = self.log.client[call]
+            client = self._client[call]
             self.outstanding += 1
             self._send(self.log.new(client, now, self.work_of[client]()))

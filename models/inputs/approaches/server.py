@@ -38,6 +38,7 @@ Left out: proxy authentication (Modal-Key/Modal-Secret), HTTP keep-alive and TLS
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -151,20 +152,16 @@ class Proxy:
         # each request's two hops through the proxy, from its client's stream (None: constant hops)
         hop = LogNormal(sp.proxy_latency_s, sp.proxy_sigma) if sp.proxy_latency_s > 0 and sp.proxy_sigma > 0 else None
         self._hops = PerClient(streams, "proxy", hop) if hop is not None else None
+        # hot-path aliases: the log's columns (the same arrays all run), the cap, the constant hop, the callback (one
+        # bound method for every request's entry, not one each)
+        self._client, self._started, self._work = log.client, log.started, log.work
+        self._cap, self._hop, self._finish_cb = sp.max_concurrency, sp.proxy_latency_s, self._finish
+        self._env, self._call_at = sim.env, sim.call_at
+        self._order_of = array("q")  # a request's container (its ready order), by call, while it is in progress
 
     def submit(self, call: int, style: int = 0) -> str | None:
-        ready = self.pool.ready
-        if not ready:
-            if self._burst_aware:  # the 503s of this instant are one burst of demand
-                now = self.sim.now
-                if now != self._t503:
-                    self._n503, self._t503 = 0, now
-                self._n503 += 1
-                self._peak_since_decision = max(self._peak_since_decision, self.active + self._n503)
-            else:
-                self._peak_since_decision = max(self._peak_since_decision, self.active + 1)
-            self.pool.scale_from_zero()
-            return "http_503"
+        if not self.pool.ready:
+            return self._unready()
         keys, by_order = self._keys, self._by_order
         while True:  # the least valid key: the container min(ready, key=running) picks (the first of equals)
             key = keys[0]
@@ -173,37 +170,58 @@ class Proxy:
             if c.running == key >> ORDER_BITS and not c.retired:
                 break
             heappop(keys)  # stale: that container's count has changed since, or it has retired
-        if self.sp.max_concurrency and c.running >= self.sp.max_concurrency:
+        if self._cap and c.running >= self._cap:
             return "http_429"
         heapreplace(keys, key + ORDER_ONE)  # its key, one request more
         c.running += 1
         self.active += 1
-        self._peak_since_decision = max(self._peak_since_decision, self.active)
-        now = self.sim.now
+        if self.active > self._peak_since_decision:
+            self._peak_since_decision = self.active
+        now = self._env._now
         if self._hops is None:
-            there = back = self.sp.proxy_latency_s
+            there = back = self._hop
         else:
-            hop = self._hops[self.log.client[call]]
+            hop = self._hops[self._client[call]]
             there, back = hop(), hop()
-        self.log.started[call] = now + there
+        self._started[call] = now + there
         self.started += 1
+        try:
+            self._order_of[call] = order
+        except IndexError:  # a row beyond any before: room for it and as many more
+            self._order_of.frombytes(bytes(8 * (call + 1)))
+            self._order_of[call] = order
         if self._cpu_s:  # FCFS on the container's CPU (in the order the proxy sent them), the work, the way back
             cpu_done = max(now + there, c.cpu_free) + self._cpu_s
             c.cpu_free = cpu_done
-            self.sim.call_at(cpu_done + self.log.work[call] + back, self._finish, (call, c, order))
+            self._call_at(cpu_done + self._work[call] + back, self._finish_cb, call)
         else:
-            self.sim.call_at(now + there + self.log.work[call] + back, self._finish, (call, c, order))
+            self._call_at(now + there + self._work[call] + back, self._finish_cb, call)
         return None
 
-    def _finish(self, arg: tuple[int, Container, int]) -> None:
-        call, c, order = arg
+    def _unready(self) -> str:
+        """No container is ready: 503 (the request counts as demand; at an empty pool it triggers a cold start)."""
+        if self._burst_aware:  # the 503s of this instant are one burst of demand
+            now = self.sim.env._now
+            if now != self._t503:
+                self._n503, self._t503 = 0, now
+            self._n503 += 1
+            self._peak_since_decision = max(self._peak_since_decision, self.active + self._n503)
+        else:
+            self._peak_since_decision = max(self._peak_since_decision, self.active + 1)
+        if not self.pool.starting:  # none ready and none starting: the pool is empty
+            self.pool.scale_from_zero()
+        return "http_503"
+
+    def _finish(self, call: int) -> None:
+        order = self._order_of[call]
+        c = self._by_order[order]  # it has a request in progress: not retired, so still there
         c.running -= 1
         keys = self._keys
         heappush(keys, c.running << ORDER_BITS | order)  # its previous key is left behind, stale
         if len(keys) > 2 * len(self.pool.ready) + REBUILD_SLACK:
             self._rebuild()
         if c.running == 0:
-            c.idle_since = self.sim.now
+            c.idle_since = self._env._now
         self.active -= 1
         self.on_done(call)
 
@@ -234,6 +252,7 @@ class Proxy:
     def _rebuild(self) -> None:
         """Drop the stale keys and the retired containers: one key per ready container (linear time, once per more
         keys added than there are containers, so constant time per request amortized)."""
-        self._by_order = {o: c for o, c in self._by_order.items() if not c.retired}
+        if len(self._by_order) > len(self.pool.ready):  # some have retired since
+            self._by_order = {o: c for o, c in self._by_order.items() if not c.retired}
         self._keys = [c.running << ORDER_BITS | o for o, c in self._by_order.items()]
         heapify(self._keys)
