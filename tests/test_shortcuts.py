@@ -582,5 +582,7 @@ def test_every_run_reports_its_shortcuts_and_none_means_none():
     legs = {"submit": "constant(0.1)", "result": "constant(0.1)"}  # constant legs: their trips fuse
     sc = build(loadtest.Scenario, {"duration_s": 5.0, "clients": {"count": 2, "in_flight": 5}, "overhead": legs})
     assert set(loadtest.run(sc)["shortcuts_used"]) >= {"round_trips", "idle_decisions"}
+    sc = build(loadtest.Scenario, {"duration_s": 5.0, "clients": {"count": 2, "in_flight": 5}})  # lognormal legs
+    assert "round_trips" in loadtest.run(sc)["shortcuts_used"]
     sc = build(loadtest.Scenario, {"duration_s": 5.0, "shortcuts": "none", "clients": {"count": 2, "in_flight": 5}})
     assert loadtest.run(sc)["shortcuts_used"] == []
