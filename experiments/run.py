@@ -89,18 +89,27 @@ def main(argv: list[str] | None = None) -> int:
         if args.metrics:
             print(MODELS[sc.model].metrics(sc).table())
             return 0
-        engine.PROGRESS = progress = RunProgress()  # a bar on a terminal once the run takes over 5 s
-        try:
-            metrics = run_scenario(sc, seed=args.seed, jobs=cap_jobs("experiments.run", jobs, jobs))
-        finally:
-            engine.PROGRESS = None
-            progress.close()
+        ranges = None
+        if args.uncertainty:  # the run itself is one of the uncertainty's runs, on its processes
+            metrics, ranges = uncertainty.ranges(
+                args.scenario,
+                args.sets,
+                args.params,
+                args.uncertainty_seeds,
+                args.jobs or os.cpu_count() or 1,
+                seed=args.seed,
+            )
+        else:
+            engine.PROGRESS = progress = RunProgress()  # a bar on a terminal once the run takes over 5 s
+            try:
+                metrics = run_scenario(sc, seed=args.seed, jobs=cap_jobs("experiments.run", jobs, jobs))
+            finally:
+                engine.PROGRESS = None
+                progress.close()
         out = {**metrics, "seed": args.seed, "scenario": to_dict(sc)}
         warn_extrapolated(metrics["extrapolated"])
-        if args.uncertainty:
-            out["uncertainty"] = uncertainty.ranges(
-                args.scenario, args.sets, args.params, args.uncertainty_seeds, args.jobs or os.cpu_count() or 1
-            )
+        if ranges is not None:
+            out["uncertainty"] = ranges
         if args.json:
             print(json.dumps(_finite(out), allow_nan=False))
         else:

@@ -5,21 +5,28 @@ The plausible models are the ones ``calibration.fit`` wrote beside the parameter
 fit's loss; calibration/report.py). The code's defaults are the shipped fit (calibration/params/reference-loadtest
 .toml), so a run without ``--params`` reads that file's; with ``--params FILE`` the last file that has one.
 
-Of the plausible models a run takes the *envelope*: the kept fit and, for each calibrated key, the plausible model
-with its least and the one with its greatest value (at most 1 + 2k models for k keys, fewer where they coincide),
-so that every direction the data leave open is tried at its extremes. Each runs at seeds 0 .. n − 1 with the
-scenario's own keys on top (a key the user sets wins over the model's). A figure's central value is the kept
-model's mean over the seeds; its range is the least and the greatest over every run (models × seeds): parameter
-and structural uncertainty (two candidates that fit alike) and run-to-run noise together.
+A model's keys count only where the scenario reads them: a section that another approach adds (``server.*`` for a
+spawn or remote test, ``batching.*``: models/inputs/approaches/*.py ``sections``) is not read, so its keys are left
+out of every model, and models that coincide on every key left are one model. Of the plausible models a run takes
+the *envelope*: the kept fit and, for each calibrated key it reads, the plausible model with its least and the one
+with its greatest value (a model already taken wins a tie), so that every direction the data leave open is tried at
+its extremes: at most 1 + 2k models for k keys, fewer where they coincide. Each runs at seeds 0 .. n − 1 with the
+scenario's own keys on top (a key the user sets wins over the model's); runs that are the same scenario at the same
+seed (the user's own run is the kept model's at its seed, the defaults being the kept fit) run once. A figure's
+central value is the kept model's mean over the seeds; its range is the least and the greatest over every run
+(models × seeds): parameter and structural uncertainty (two candidates that fit alike) and run-to-run noise together.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from experiments.cli import cap_jobs, load_scenario, process_pool, run_scenario
+from models.inputs.approaches import APPROACHES
 from sim.scenario import ScenarioError
 
 SHIPPED = Path(__file__).resolve().parent.parent / "calibration" / "params" / "reference-loadtest.plausible.json"
@@ -44,8 +51,16 @@ def load(path: Path) -> tuple[list[str], list[list[str]]]:
     return kept, models
 
 
-def envelope(kept: list[str], models: list[list[str]]) -> list[list[str]]:
-    """The kept model, then for each calibrated key the models with its least and greatest value, each once."""
+def unread(approach: str) -> Callable[[str], bool]:
+    """Whether a setting (``key=value``) is of a section that only other approaches read."""
+    own = set(APPROACHES[approach].sections) if approach in APPROACHES else set()
+    others = {s for a in APPROACHES.values() for s in a.sections} - own
+    return lambda setting: setting.partition("=")[0].partition(".")[0] in others
+
+
+def envelope(kept: list[str], models: list[list[str]], skip: Callable[[str], bool] | None = None) -> list[list[str]]:
+    """The kept model, then for each calibrated key the models with its least and greatest value, each once: the
+    settings ``skip`` says are not read are left out of every model first, and models then alike are one model."""
 
     def value(model: list[str], key: str) -> float | None:
         for s in model:
@@ -57,14 +72,20 @@ def envelope(kept: list[str], models: list[list[str]]) -> list[list[str]]:
                     return None  # a distribution or a switch: not ordered
         return None
 
+    def read(model: list[str]) -> list[str]:
+        return [s for s in model if skip is None or not skip(s)]
+
+    kept, models = read(kept), [read(m) for m in models]
     keys = [s.partition("=")[0] for s in kept if value(kept, s.partition("=")[0]) is not None]
     chosen = [kept]
     for key in keys:
         ranked = [m for m in models if value(m, key) is not None]
-        if ranked:
-            for m in (min(ranked, key=lambda m: value(m, key)), max(ranked, key=lambda m: value(m, key))):
-                if m not in chosen:
-                    chosen.append(m)
+        for pick in (min, max):
+            if ranked:
+                best = value(pick(ranked, key=lambda m: value(m, key)), key)
+                ties = [m for m in [*chosen, *ranked] if value(m, key) == best]  # one already taken wins a tie
+                if ties[0] not in chosen:
+                    chosen.append(ties[0])
     return chosen
 
 
@@ -73,22 +94,32 @@ def _run(args: tuple[str, list[str], list[str], int]) -> dict:
     return run_scenario(load_scenario(scenario, sets, params), seed=seed)
 
 
-def ranges(scenario: str, sets: list[str], params: list[str], seeds: int, jobs: int) -> dict:
-    """The scenario under each model of the envelope at ``seeds`` seeds: per numeric metric its central value (the
-    kept model's mean over the seeds) and its range (least, greatest over every run)."""
+def ranges(
+    scenario: str, sets: list[str], params: list[str], seeds: int, jobs: int, seed: int = 0
+) -> tuple[dict, dict]:
+    """(the user's run at ``seed``, the ranges): the scenario under each model of the envelope at ``seeds`` seeds;
+    per numeric metric its central value (the kept model's mean over the seeds) and its range (least, greatest over
+    every run). The user's run is one of the runs, on the same processes."""
     sc = load_scenario(scenario, sets, params)
     if sc.model != "function":
         raise ScenarioError(f"--uncertainty: only the load-test model has plausible models, not {sc.model!r}")
     path = plausible_file(params)
     kept, models = load(path)
-    chosen = envelope(kept, models)
-    work = [(scenario, [*m, *sets], params, seed) for m in chosen for seed in range(seeds)]
+    chosen = envelope(kept, models, unread(sc.approach))
+    own = (scenario, list(sets), params, seed)
+    wanted = [own] + [(scenario, [*m, *sets], params, s) for m in chosen for s in range(seeds)]
+    # the same scenario at the same seed is the same run (reproducible): each runs once
+    key = [(repr(load_scenario(s, st, p)), sd) for s, st, p, sd in wanted]
+    unique = list(dict.fromkeys(key))
+    work = [wanted[key.index(k)] for k in unique]
     jobs = cap_jobs("--uncertainty", jobs, len(work))
     if jobs > 1:
         with process_pool(jobs) as pool:
-            runs = list(pool.map(_run, work))
+            done = list(pool.map(_run, work))
     else:
-        runs = [_run(w) for w in work]
+        done = [_run(w) for w in work]
+    result: dict[Any, dict] = dict(zip(unique, done, strict=True))
+    mine, runs = result[key[0]], [result[k] for k in key[1:]]
     out = {}
     for k, v in runs[0].items():
         if isinstance(v, bool) or not isinstance(v, (int, float)) or k in ("wall_s", "events"):
@@ -97,4 +128,5 @@ def ranges(scenario: str, sets: list[str], params: list[str], seeds: int, jobs: 
         central = [r[k] for r in runs[:seeds] if isinstance(r.get(k), (int, float))]
         if values and central:
             out[k] = {"central": statistics.fmean(central), "low": min(values), "high": max(values)}
-    return {"file": str(path), "models": len(chosen), "of": len(models), "seeds": seeds, "ranges": out}
+    doc = {"file": str(path), "models": len(chosen), "of": len(models), "seeds": seeds, "runs": len(work)}
+    return mine, {**doc, "ranges": out}

@@ -61,3 +61,26 @@ def test_uncertainty_needs_a_load_test_and_a_readable_file(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         run.main(["loadtest-spawn", "--uncertainty", "--uncertainty-seeds", "0"])
     assert stop.value.code == 2 and "--uncertainty-seeds" in capsys.readouterr().err
+
+
+def test_the_envelope_counts_only_the_keys_the_scenario_reads():
+    kept = ["a.x=2", "server.cpu=1"]
+    models = [kept, ["a.x=2", "server.cpu=0.1"], ["a.x=2", "server.cpu=9"], ["a.x=1", "server.cpu=1"]]
+    # every key read: the server's extremes are models of their own
+    assert uncertainty.envelope(kept, models) == [kept, models[3], models[1], models[2]]
+    # spawn reads no server key: the models alike on a.x are the kept one, a tie goes to the model already taken
+    spawn = uncertainty.envelope(kept, models, uncertainty.unread("spawn"))
+    assert spawn == [["a.x=2"], ["a.x=1"]]
+    assert uncertainty.unread("server")("server.cpu=1") is False and uncertainty.unread("remote")("batching.x=1")
+
+
+def test_the_users_run_is_one_of_the_runs_and_the_same_run_runs_once(tmp_path):
+    rates = [["limits.start_rate=363"], ["limits.start_rate=150"], ["limits.start_rate=363"]]
+    params = models_file(tmp_path, rates[0], rates)  # the file sets the kept model's rate: the user's run is its own
+    sets = ["duration_s=5", "clients.count=2"]
+    mine, doc = uncertainty.ranges("loadtest-spawn", sets, [str(params)], 2, 1, seed=1)
+    assert doc["models"] == 2 and doc["runs"] == 4  # (363, 150) × seeds 0, 1; the user's is 363 at seed 1
+    alone = run.run_scenario(run.load_scenario("loadtest-spawn", sets, [str(params)]), seed=1)
+    assert {k: v for k, v in mine.items() if k != "wall_s"} == {k: v for k, v in alone.items() if k != "wall_s"}
+    _, doc = uncertainty.ranges("loadtest-spawn", sets, [str(params)], 2, 1, seed=7)
+    assert doc["runs"] == 5  # a seed outside 0 .. n − 1: a run of its own

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from models.inputs.mapcall import MapCalls
-from models.inputs.overhead import OverheadParams, leg
+from models.inputs.overhead import OverheadParams, is_zero, leg
 from models.inputs.records import CallLog
-from sim.dists import Constant, Dist, Uniform
-from sim.engine import DelayLine, HeapLine, Sim
+from sim.dists import Dist, Uniform
+from sim.engine import Sim
 from sim.rng import PerClient, Streams
 from sim.scenario import param
 
@@ -293,12 +293,14 @@ class ClosedLoop(Load):
     """Each client keeps ``in_flight`` calls outstanding until the duration ends (or, without ``reissue``, makes its
     ``in_flight`` calls once).
 
-    Round trips: on the Function path with constant, non-zero ``overhead.result`` (r) and ``overhead.submit`` (s), a
-    call whose work ends at t is back at t + r, and the next call, made at once, reaches the Function at
-    (t + r) + s. Nothing sees either call in between (they are in transit), so that is one event, at the arrival,
-    instead of two: the back and the next call's issue are recorded then, at their own times, and the work is drawn
-    then, in the same order as at the backs (the trips keep their order). ``settle`` records the trips the run's end
-    cut short."""
+    Round trips: on the Function path with non-zero ``overhead.result`` and ``overhead.submit`` legs, a call whose
+    work ends at t is back at t + r (r drawn then from its client's result stream), and when the next call follows
+    (t + r before the duration, nothing failed) that call's work and submit leg s are drawn then too, from the
+    client's own streams: each client draws in the order its calls' work ends, whatever the order of the events
+    after. The back is at t + r; the next call, made then, reaches the Function at (t + r) + s. Nothing sees either
+    call in between (they are in transit), so with the ``round_trips`` shortcut that is one event, at the arrival,
+    instead of two: the back and the next call's issue are recorded then, at their own times. ``settle`` records
+    the trips the run's end cut short."""
 
     connected = True
 
@@ -306,31 +308,34 @@ class ClosedLoop(Load):
         super().__init__(sim, sc, *args)
         self.reissue = sc.clients.reissue
         op = sc.overhead
-        self._trips: DelayLine | HeapLine | None = None  # the round trips under way (None: each leg its own event)
+        self._next: dict[int, tuple[float, float]] | None = None  # call → (next call's work, its submit leg)
+        # (a call that holds a stream takes its way out through the pool: each leg its own event, drawn as it leaves)
         if (
-            "round_trips" in sim.shortcuts
-            and self.reissue
+            self.reissue
             and self._submit is not None
-            and self._turnable(op.submit)
-            and self._turnable(op.result)
+            and not self._pooled
+            and not (is_zero(op.result) or is_zero(op.submit))
         ):
-            self._r, self._s = op.result.x, op.submit.x
-            self._trips = sim.line(self._r + self._s, shared=False)
-            self._unfused = self.work_ended
+            self._next = {}
+            self._back_of = PerClient(self.streams, "overhead/result", op.result)  # the streams of ``leg``
+            out = self._out_of = PerClient(self.streams, "overhead/submit", op.submit)
+            client_of, call_in, reach = self.log.client, sim.call_in, self._reach
+            # the calls made at the start and the retries: each drawn when it leaves (Load's leg, same stream)
+            self._submit = lambda call: call_in(out[client_of[call]](), reach, call)
+            self._fused = "round_trips" in sim.shortcuts
             self.work_ended = self._work_ended
 
-    @staticmethod
-    def _turnable(d: Dist) -> bool:
-        return isinstance(d, Constant) and d.x > 0
-
     def _work_ended(self, call: int) -> None:
-        """The work of ``call`` ended: a round trip if the next call follows, else the result's way back alone."""
-        back = self.env._now + self._r
+        """The work of ``call`` ended: its way back drawn, and the next call's work and way out if one follows."""
+        client = self.log.client[call]
+        back = self.env._now + self._back_of[client]()
         if back < self.duration and call not in self._kinds:
-            self._finished[call] = back
-            self._trips.push_at(back + self._s, self._turn, call)
-        else:
-            self._unfused(call)
+            self._next[call] = nxt = (self.work_of[client](), self._out_of[client]())
+            if self._fused:
+                self._finished[call] = back
+                self.sim.call_at(back + nxt[1], self._turn, call)
+                return
+        self.sim.call_at(back, self.done, call)
 
     def _turn(self, call: int) -> None:
         """``call`` came back at its ``finished`` time and the next call, made then, reaches the Function now."""
@@ -338,15 +343,14 @@ class ClosedLoop(Load):
 
     def _reissue(self, call: int) -> int:
         log = self.log
-        client = log.client[call]
-        nxt = log.new(client, log.finished[call], self.work_of[client]())
+        nxt = log.new(log.client[call], log.finished[call], self._next.pop(call)[0])
         self._close(call)
         return nxt
 
     def settle(self) -> None:
         """Trips under way at the end: the call came back and the next was made (it is in flight)."""
-        if self._trips is not None:
-            for _, call in self._trips.take():
+        if self._next:
+            for call in list(self._next):
                 self._reissue(call)
 
     def start(self) -> None:
@@ -374,7 +378,12 @@ class ClosedLoop(Load):
 
     def returned(self, call: int) -> None:
         now = self.env._now
-        if self.reissue and now < self.duration and call not in self._kinds:
+        if self._next is not None:  # round trips: the next call was drawn when this one's work ended
+            if call in self._next:
+                work, out = self._next.pop(call)
+                self.outstanding += 1
+                self.sim.call_in(out, self._reach, self.log.new(self.log.client[call], now, work))
+        elif self.reissue and now < self.duration and call not in self._kinds:
             # new_call, inlined: every call but the first of each slot is made here
             client = self._client[call]
             self.outstanding += 1

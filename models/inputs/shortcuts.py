@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from models.inputs.demand import parse_shape
-from sim.shortcuts import Shortcut, any_of, constant, one_of, positive_constant, zero
+from sim.shortcuts import Shortcut, any_of, constant, one_of, zero
 
 # Every key of the load test's schema at the time these shapes were proven (not read from the schema: see above).
 KEYS = """
@@ -102,10 +102,16 @@ IDLE_DECISIONS = Shortcut(
     doc="decisions that cannot change anything are not simulated (models/inputs/autoscaler.py)",
 )
 
+
+def _nonzero(d: Any) -> bool:
+    return not zero(d)
+
+
 ROUND_TRIPS = Shortcut(
     "round_trips",
     "closed-loop clients that reissue (load = clients, clients.reissue) calling a Function with .remote or .spawn "
-    "through constant, positive submit and result legs, one request per call, no stream cap",
+    "through submit and result legs that are not 0 (any distribution: the next call's work and way out are drawn "
+    "when the work ends, with the shortcut or without), one request per call, no stream cap",
     {
         **EVERY,
         "approach": FUNCTION_CALLERS,
@@ -113,8 +119,8 @@ ROUND_TRIPS = Shortcut(
         "clients.reissue": one_of(True),
         "clients.api": one_of("single"),  # a map call's inputs travel in requests, not each on its own
         "clients.streams": one_of(0),  # a trip would hold its stream unseen
-        "overhead.submit": positive_constant,
-        "overhead.result": positive_constant,
+        "overhead.submit": _nonzero,
+        "overhead.result": _nonzero,
     },
     claim="rounding",  # every record to the bit; a back is folded in later, so sums are added in another order
     rel_tol=1e-12,
