@@ -198,16 +198,15 @@ class Sim:
         if buckets:
             heappush(queue, (buckets[0] / self._per_s, LOAD, 0, self._load_cb, buckets[0]))
 
-    def line(self, delay: float, shared: bool = True) -> DelayLine | HeapLine:
-        """The delay line of ``delay`` seconds: ``push(fn, arg)`` calls ``fn(arg)`` that long after (one per delay,
-        unless not ``shared``: a line of its own, for ``push_at``). Without delay lines, its pushes are heap
-        entries."""
+    def line(self, delay: float) -> DelayLine | HeapLine:
+        """The delay line of ``delay`` seconds: ``push(fn, arg)`` calls ``fn(arg)`` that long after (one per delay).
+        Without delay lines, its pushes are heap entries."""
         if not delay > 0:
             raise ValueError(f"a delay line's delay must be > 0, got {delay}")
         for ln in self._lines:
-            if shared and ln.shared and ln.delay == delay:
+            if ln.delay == delay:
                 return ln
-        ln = (DelayLine if self.delay_lines else HeapLine)(self, delay, shared)
+        ln = (DelayLine if self.delay_lines else HeapLine)(self, delay)
         self._lines.append(ln)
         return ln
 
@@ -249,29 +248,18 @@ class DelayLine:
     entry pushed at the same moment would have been; only the head is in the heap, and when it pops (``_next``) the
     next item goes in, so the order of events is the same."""
 
-    __slots__ = ("_armed", "_eid", "_env", "_fns", "_next_cb", "_queue", "_sim", "delay", "items", "shared")
+    __slots__ = ("_armed", "_eid", "_env", "_fns", "_next_cb", "_queue", "_sim", "delay", "items")
 
-    def __init__(self, sim: Sim, delay: float, shared: bool = True) -> None:
+    def __init__(self, sim: Sim, delay: float) -> None:
         self._sim, self._env, self._eid, self._queue = sim, sim.env, sim._eid, sim._queue
-        self.delay, self.shared = delay, shared
+        self.delay = delay
         self._armed = False  # the head is in the heap
         self.items: deque[tuple] = deque()  # (due, NORMAL, id, _next, arg): the head is also in the heap
         self._fns: deque[Callable[[Any], Any]] = deque()  # each item's fn
         self._next_cb = self._next
 
     def push(self, fn: Callable[[Any], Any], arg: Any) -> None:
-        entry = (self._env._now + self.delay, NORMAL, next(self._eid), self._next_cb, arg)  # push_at, inlined
-        items = self.items
-        if not items:
-            heappush(self._queue, entry)
-            self._armed = True
-        items.append(entry)
-        self._fns.append(fn)
-
-    def push_at(self, due: float, fn: Callable[[Any], Any], arg: Any) -> None:
-        """``fn(arg)`` at ``due``, which is about ``delay`` from now and no earlier than any item's before it (the
-        caller's sum of its legs, rounded as it adds them: a line of its own)."""
-        entry = (due, NORMAL, next(self._eid), self._next_cb, arg)
+        entry = (self._env._now + self.delay, NORMAL, next(self._eid), self._next_cb, arg)
         items = self.items
         if not items:
             heappush(self._queue, entry)
@@ -306,51 +294,23 @@ class DelayLine:
             heappush(queue, items[0])
             self._armed = True
 
-    def take(self) -> list[tuple[Callable[[Any], Any], Any]]:
-        """The run is over: remove the items still due and return them, ``(fn, arg)`` in order (the line is not run
-        on after this)."""
-        out = [(fn, entry[4]) for fn, entry in zip(self._fns, self.items, strict=True)]
-        self.items.clear()
-        self._fns.clear()
-        return out
-
 
 class HeapLine:
     """A delay line without the shortcut (``Sim(delay_lines=False)``): each push is a heap entry with the key a
-    ``DelayLine`` item would have had. It keeps its items for ``take``."""
+    ``DelayLine`` item would have had."""
 
-    __slots__ = ("_fire_cb", "_sim", "delay", "pending", "shared")
+    __slots__ = ("_sim", "delay")
 
-    def __init__(self, sim: Sim, delay: float, shared: bool = True) -> None:
-        self._sim, self.delay, self.shared = sim, delay, shared
-        self.pending: deque[Handle] = deque()  # the items still due, in order
-        self._fire_cb = self._fire
+    def __init__(self, sim: Sim, delay: float) -> None:
+        self._sim, self.delay = sim, delay
 
     def push(self, fn: Callable[[Any], Any], arg: Any) -> None:
-        self.push_at(self._sim.env._now + self.delay, fn, arg)
-
-    def push_at(self, due: float, fn: Callable[[Any], Any], arg: Any) -> None:
-        handle = Handle(fn, arg)
-        self.pending.append(handle)
-        self._sim.call_at(due, self._fire_cb, handle)
+        self._sim.call_at(self._sim.env._now + self.delay, fn, arg)
 
     def schedule(self, fn: Callable[[Any], Any], arg: Any = None) -> Handle:
         handle = Handle(fn, arg)
         self.push(_fire, handle)
         return handle
-
-    def _fire(self, handle: Handle) -> None:
-        if handle.cancelled:  # taken
-            return
-        self.pending.popleft()
-        handle.fn(handle.arg)
-
-    def take(self) -> list[tuple[Callable[[Any], Any], Any]]:
-        out = [(h.fn, h.arg) for h in self.pending]
-        for h in self.pending:
-            h.cancel()
-        self.pending.clear()
-        return out
 
 
 def _look_up(now: float, until: float, processed: int, checkpoint: float) -> float:

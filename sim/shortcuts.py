@@ -136,10 +136,6 @@ def constant(v: Any) -> bool:
     return isinstance(v, Constant)
 
 
-def positive_constant(v: Any) -> bool:
-    return isinstance(v, Constant) and v.x > 0
-
-
 def zero(v: Any) -> bool:
     return isinstance(v, Constant) and v.x == 0
 

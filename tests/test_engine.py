@@ -141,15 +141,14 @@ def schedule_run(
     seed: int, calendar: bool, lines: bool, near: int, per_s: float, grid: float, burst: int, inline: int = 64
 ) -> list:
     """A random schedule driven from callbacks: call_at and call_in at times on a grid of ``grid`` seconds (ties are
-    common), pushes into two shared delay lines and one of its own (push_at), SimPy timeouts of a process, handles
+    common), pushes into two delay lines, SimPy timeouts of a process, handles
     cancelled before or after they ran, and a stop; the calendar engages once ``near`` entries wait. Returns every
     execution as (time, tag), and the run's events count."""
     engine.NEAR, engine.BUCKETS_PER_S, engine.INLINE = near, per_s, inline  # (the test restores them)
     rng = random.Random(seed)
     sim, seen = Sim(calendar=calendar, delay_lines=lines), []
-    shared, other, own = sim.line(3 * grid), sim.line(0.5), sim.line(2 * grid, shared=False)
+    shared, other = sim.line(3 * grid), sim.line(0.5)
     handles = []
-    last_own = [0.0]
 
     def fire(tag: str) -> None:
         seen.append((sim.now, tag))
@@ -163,10 +162,6 @@ def schedule_run(
                 sim.call_at(sim.now + rng.choice([0.0, grid, 1 / 256, 7.25, 2.0**60]), fire, child)
             elif what < 0.5:
                 (shared if rng.random() < 0.7 else other).push(fire, child)
-            elif what < 0.6:
-                due = max(last_own[0], sim.now + 2 * grid + rng.choice([0.0, grid / 3]))
-                last_own[0] = due
-                own.push_at(due, fire, child)
             elif what < 0.75:
                 handles.append(sim.schedule(sim.now + grid * rng.randint(0, 30), fire, child))
             elif what < 0.85:
@@ -237,13 +232,3 @@ def test_buckets_per_s_must_be_a_power_of_two(monkeypatch):
     monkeypatch.setattr(engine, "BUCKETS_PER_S", 100.0)
     with pytest.raises(ValueError, match="power of two"):
         Sim()
-
-
-def test_a_line_taken_at_the_end_gives_its_items_in_order():
-    for lines in (True, False):
-        sim, seen = Sim(delay_lines=lines), []
-        line = sim.line(5.0, shared=False)
-        for t in (1.0, 2.0, 3.0):
-            sim.call_at(t, lambda x, line=line, seen=seen: line.push_at(x + 5.0, seen.append, x), t)
-        sim.run(until=7.5)
-        assert seen == [1.0, 2.0] and [arg for _, arg in line.take()] == [3.0]

@@ -15,11 +15,11 @@ A rejected single call is handled by the client's retry policy (modal 1.6.4 clie
 - ``none``: a single ``.remote``/``.spawn`` raises; the load test's task for that call ends (as an unhandled
   exception ends an asyncio task), so the client keeps one call fewer in flight;
 - ``backoff``: the call is retried after min(backoff_max_s, backoff_base_s · 2^attempt), jittered by
-  uniform(0.5, 1), forever, as ``.map`` does (at most 15 s between tries).
+  uniform(0.5, 1), forever (the harness's own policy; ``.map``'s is models/inputs/mapcall.py's).
 For the server approach the client owns an HTTP connection pool of ``connection_limit`` connections instead.
 
 On the Function path a call reaches the Function's accept ``overhead.submit`` after it is issued (models/inputs/
-overhead.py; 0 by default: at once, no event); the client learns of a rejection when the call arrives.
+overhead.py; a leg of 0: at once, no event); the client learns of a rejection when the call arrives.
 """
 
 from __future__ import annotations
