@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from models.inputs import loadtest
-from models.inputs.autoscaler import Workspace, WorkspaceParams
+from models.inputs.workspace import Workspace, WorkspaceParams
 from sim.limiter import TokenBucket
 from sim.scenario import ScenarioError
 from tests.conftest import preset

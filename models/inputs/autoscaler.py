@@ -17,15 +17,7 @@ closed-loop callers submit their calls in flight in one go) and sizes the pool t
 by ``size_to`` (models/inputs/function.py): inputs in the system (default) or those its start limit can start
 within one interval; the HTTP server has no start limit and ignores it.
 
-All the autoscaled pools of one run (the app copies' Functions, or the web server's) are containers of one
-workspace: with ``workspace.max_containers`` > 0 they hold at most that many containers (starting or ready) together
-(always-warm pools, ``function.containers``, must fit under it: the schema's check), and a decision
-launches no more than the room left (``Workspace``; the rest at later decisions, once another pool's containers
-retire). domain.md §1 says max_containers is "unlimited by default (workspace caps apply)" and gives no figure, so
-the default is no cap (an assumption, a calibration target). With ``workspace.launch_rate_per_s`` > 0 the pools also
-share one launch bucket (``launch_burst`` at once, then that rate), on top of each one's own: a placement rate of the
-whole workspace (an assumption, off by default). Both couple the pools, so app copies run in parts
-(models/inputs/parts.py) only where neither can bind (models/inputs/shortcuts.py).
+All the autoscaled pools of one run share one workspace's cap and placement rate (models/inputs/workspace.py).
 
 Left out: the early shrink of a well over-provisioned pool and placement on workers (§2).
 
@@ -52,7 +44,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -61,6 +53,9 @@ from sim.engine import Handle, Sim
 from sim.limiter import TokenBucket
 from sim.rng import Streams
 from sim.scenario import param
+
+if TYPE_CHECKING:
+    from models.inputs.workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -122,84 +117,6 @@ class AutoscalerParams:
     def __post_init__(self) -> None:
         if self.max_containers and self.min_containers > self.max_containers:
             raise ValueError("min_containers: must be <= max_containers")
-
-
-@dataclass(frozen=True)
-class WorkspaceParams:
-    max_containers: int = param(
-        0,
-        ge=0,
-        source="assumption: domain.md §1 ('max_containers unlimited by default (workspace caps apply)') gives no "
-        "figure; a calibration target",
-        doc="the most containers (starting or ready) all the run's Functions (every app copy, or the web server) "
-        "hold at once; 0 = no cap",
-    )
-    launch_rate_per_s: float = param(
-        0.0,
-        ge=0,
-        source="assumption: a workspace's containers are placed by one scheduler (domain.md §2: Kubernetes "
-        "~100-300 pods/s); no figure for Modal, not fitted; a calibration target",
-        doc="containers all the run's autoscalers together can launch per second, after launch_burst at once, on "
-        "top of each one's autoscaler.launch_rate_per_s; 0 = no workspace-wide limit",
-    )
-    launch_burst: float = param(
-        100.0,
-        ge=1,
-        source="assumption (with launch_rate_per_s)",
-        doc="containers all the run's autoscalers together can launch at once (used only with launch_rate_per_s > 0)",
-    )
-
-
-class Workspace:
-    """Every autoscaled pool of one run, under one cap (``workspace.max_containers``) and one placement rate
-    (``workspace.launch_rate_per_s``)."""
-
-    def __init__(self, params: WorkspaceParams, pools: list[ContainerPool]) -> None:
-        self.cap = params.max_containers
-        rate = params.launch_rate_per_s
-        self._launches = TokenBucket(rate, params.launch_burst) if rate > 0 else None
-        self.size = sum(p.size for p in pools)  # containers starting or ready, all pools together
-        self.peak = self.size
-        self.launched = 0  # containers the pools have launched so far
-        for p in pools:
-            p.workspace = self
-
-    @property
-    def full(self) -> bool:
-        """Whether the pools hold as many containers as the cap allows."""
-        return 0 < self.cap <= self.size
-
-    def admit(self, now: float, n: int, own: TokenBucket | None) -> int:
-        """How many of ``n`` containers a pool may launch now, within the cap, its own launch bucket ``own`` and the
-        workspace's, taken from both."""
-        if self.cap:
-            n = min(n, max(0, self.cap - self.size))
-        if own is not None:
-            n = min(n, own.whole(now))
-        if self._launches is not None:
-            n = self._launches.take_up_to(now, n)
-        if own is not None:
-            own.take_up_to(now, n)
-        return n
-
-    def resize(self, n: int) -> None:
-        """``n`` containers launched (or, negative, removed)."""
-        self.size += n
-        self.peak = max(self.peak, self.size)
-        self.launched += max(n, 0)
-
-    def violations(self, now: float) -> list[str]:
-        """What the pools broke of the cap and of the placement rate by time ``now`` (models/inputs/invariants.py)."""
-        out = []
-        if self.cap and self.peak > self.cap:
-            out.append(f"{self.peak:,} containers at once, above workspace.max_containers {self.cap:,}")
-        bucket = self._launches
-        if bucket is not None and self.launched > (bucket.burst + bucket.rate * now) * (1 + 1e-9) + 1e-6:
-            most = bucket.burst + bucket.rate * now
-            out.append(
-                f"launched {self.launched:,} containers by t = {now:g} s, more than the workspace admits ({most:,.1f})"
-            )
-        return out
 
 
 class Container:

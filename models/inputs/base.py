@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Protocol
 
 from models.inputs import clients
-from models.inputs.autoscaler import AutoscalerParams, WorkspaceParams
+from models.inputs.autoscaler import AutoscalerParams
 from models.inputs.demand import ArrivalParams, TraceParams
 from models.inputs.function import FunctionParams, LimitParams
+from models.inputs.workspace import WorkspaceParams
 
 
 class Scenario(clients.Scenario, Protocol):

@@ -9,7 +9,7 @@ the model, not a result, and ends the run with ``InvariantViolated`` (exit 1, on
 - The limits' bounds, per Function (``Function.violations``): a token bucket of rate r and burst b admits at most
   b + r·t inputs in t seconds (accept, per call style; start, at its highest rate), and the start rate never passes
   its ceiling; the run's pools together never hold more containers than ``workspace.max_containers``, nor launch
-  more than the workspace's placement bucket admits (``Workspace.violations``, models/inputs/autoscaler.py).
+  more than the workspace's placement bucket admits (``Workspace.violations``, models/inputs/workspace.py).
 - What the callers can issue: a closed-loop slot makes at most one call per shortest call (its work's least value
   plus the legs' least values), so the calls back in a window of T seconds are at most slots × (T / shortest + 1);
   an open loop's calls back are at most the calls it issued.

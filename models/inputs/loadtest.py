@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 from models.inputs import invariants, parts
 from models.inputs.approaches import APPROACHES
 from models.inputs.approaches.base import LOADS
-from models.inputs.autoscaler import AutoscalerParams, WorkspaceParams
+from models.inputs.autoscaler import AutoscalerParams
 from models.inputs.clients import ClientParams
 from models.inputs.demand import ArrivalParams, TraceParams
 from models.inputs.envelope import EnvelopeParams, extrapolated
@@ -29,6 +29,7 @@ from models.inputs.monitor import LIMIT_METRICS, diagnosis
 from models.inputs.overhead import OverheadParams
 from models.inputs.shortcuts import SHAPES
 from models.inputs.summary import CALL_METRICS
+from models.inputs.workspace import WorkspaceParams
 from sim.dists import Dist, Uniform
 from sim.metrics import RUN, Metric, Metrics
 from sim.model import Figure, Model, TimeSeries, records_frame

@@ -27,11 +27,11 @@ from multiprocessing.connection import Connection, wait
 import numpy as np
 
 from models.inputs.approaches import APPROACHES
-from models.inputs.autoscaler import Workspace
 from models.inputs.base import Scenario
 from models.inputs.monitor import BACKLOG, Monitor
 from models.inputs.records import CallLog
 from models.inputs.summary import ERROR_KINDS, CallSummary, Window
+from models.inputs.workspace import Workspace
 from sim import engine
 from sim.engine import Sim
 from sim.metrics import RUN, Metric, Metrics
