@@ -120,16 +120,16 @@ class MapCalls:
             if kind is not None:
                 self._rejected(call, kind, delay)
                 again.append(call)
-        answer = (client, again, tries + 1, short)
+        answer = (client, again, tries + 1, short, delay)
         if self._back is None:
             self._answered(answer)
         else:
             self.sim.call_in(self._back[client](), self._answered, answer)
 
-    def _answered(self, answer: tuple[int, list[int], int, bool]) -> None:
-        client, again, tries, short = answer
+    def _answered(self, answer: tuple[int, list[int], int, bool, float]) -> None:
+        client, again, tries, short, delay = answer
         if again:  # the slot waits, then sends the rejected inputs again
-            self.sim.call_in(self._wait(tries - 1), self._travel, (client, again, tries, short))
+            self.sim.call_in(delay, self._travel, (client, again, tries, short))
         elif short:
             self.sim.call_in(DEBOUNCE_S, self._free, client)
         else:
