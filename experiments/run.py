@@ -69,7 +69,11 @@ def parser() -> ArgParser:
         help="also run the plausible models of the calibration (experiments/uncertainty.py): each figure with a range",
     )
     p.add_argument(
-        "--uncertainty-seeds", type=int, default=2, metavar="N", help="seeds per plausible model (default 2)"
+        "--uncertainty-seeds",
+        type=int,
+        default=2,
+        metavar="N",
+        help="seeds of the kept model, from --seed (default 2); the other plausible models run at --seed",
     )
     return p
 

@@ -10,11 +10,14 @@ spawn or remote test, ``batching.*``: models/inputs/approaches/*.py ``sections``
 out of every model, and models that coincide on every key left are one model. Of the plausible models a run takes
 the *envelope*: the kept fit and, for each calibrated key it reads, the plausible model with its least and the one
 with its greatest value (a model already taken wins a tie), so that every direction the data leave open is tried at
-its extremes: at most 1 + 2k models for k keys, fewer where they coincide. Each runs at seeds 0 .. n − 1 with the
-scenario's own keys on top (a key the user sets wins over the model's); runs that are the same scenario at the same
-seed (the user's own run is the kept model's at its seed, the defaults being the kept fit) run once. A figure's
-central value is the kept model's mean over the seeds; its range is the least and the greatest over every run
-(models × seeds): parameter and structural uncertainty (two candidates that fit alike) and run-to-run noise together.
+its extremes: at most 1 + 2k models for k keys, fewer where they coincide. The kept model runs at the user's seed and
+the n − 1 after it (the scenario's own keys on top: a key the user sets wins over the model's), and every other model
+at the user's seed: common random numbers (the same streams for every model, so a model's difference from the kept
+one is its parameters', not its draws') and the seed-to-seed spread of the kept model, at 1 + k' + n − 1 runs
+rather than (1 + k') · n. The user's own run is the kept model at its seed (the defaults being the kept fit), and
+runs that are the same scenario at the same seed run once. A figure's central value is the kept model's mean over
+its seeds; its range is the least and the greatest over every run: parameter and structural uncertainty (two
+candidates that fit alike) and run-to-run noise together.
 """
 
 from __future__ import annotations
@@ -97,9 +100,9 @@ def _run(args: tuple[str, list[str], list[str], int]) -> dict:
 def ranges(
     scenario: str, sets: list[str], params: list[str], seeds: int, jobs: int, seed: int = 0
 ) -> tuple[dict, dict]:
-    """(the user's run at ``seed``, the ranges): the scenario under each model of the envelope at ``seeds`` seeds;
-    per numeric metric its central value (the kept model's mean over the seeds) and its range (least, greatest over
-    every run). The user's run is one of the runs, on the same processes."""
+    """(the user's run at ``seed``, the ranges): the scenario under the kept model at ``seeds`` seeds from ``seed``
+    and under every other model of the envelope at ``seed``; per numeric metric its central value (the kept model's
+    mean over its seeds) and its range (least, greatest over every run). The user's run is one of the runs."""
     sc = load_scenario(scenario, sets, params)
     if sc.model != "function":
         raise ScenarioError(f"--uncertainty: only the load-test model has plausible models, not {sc.model!r}")
@@ -107,7 +110,8 @@ def ranges(
     kept, models = load(path)
     chosen = envelope(kept, models, unread(sc.approach))
     own = (scenario, list(sets), params, seed)
-    wanted = [own] + [(scenario, [*m, *sets], params, s) for m in chosen for s in range(seeds)]
+    kept_runs = [(scenario, [*chosen[0], *sets], params, seed + i) for i in range(seeds)]
+    wanted = [own, *kept_runs] + [(scenario, [*m, *sets], params, seed) for m in chosen[1:]]
     # the same scenario at the same seed is the same run (reproducible): each runs once
     key = [(repr(load_scenario(s, st, p)), sd) for s, st, p, sd in wanted]
     unique = list(dict.fromkeys(key))

@@ -353,7 +353,7 @@ EVERY_SHORTCUT = _Every()
 # instant: the run-size budgets (experiments/cli.py) allow at most 10 million calls or 20 million sandboxes a run.
 STALL_EVENTS_MASK = 2**25 - 1
 CHECK_EVENTS_MASK = 2**16 - 1  # how often run() looks up from its loop (progress, then stalls)
-NEAR = 1024  # heap entries below which call_at pushes to the heap directly (read by Sim())
+NEAR = 8192  # heap entries below which call_at pushes to the heap directly (read by Sim()): below, a heap is faster
 BUCKETS_PER_S = 256.0  # the calendar's buckets per simulated second (a power of two: bucket bounds are exact)
 INLINE = 64  # line items a line calls itself, at most, before its head goes through the heap again (stall checks)
 LOAD = -1  # a load entry's priority: before SimPy's URGENT (0) and NORMAL (1) at the same time

@@ -285,19 +285,21 @@ class Function:
                 return
             call, style = pending.popleft()
             self.n_pending[style] -= 1
-            self._start(call, style, c, now)
+            # started (_start, inlined: under a binding start limit every input starts here)
+            self.n_running[style] += 1
+            c.running += 1
+            self._started_at[call] = now
+            self.started += 1
+            end = now + self._work[call]
+            if self._dispatch is not None:
+                end += self._dispatch()
+            heap = self._heap
+            if len(heap) < self._heap_below:  # call_at, inlined
+                heappush(heap, (end, NORMAL, next(self._ids), self._finish_cb, (call, style, c)))
+            else:
+                self._call_at(end, self._finish_cb, (call, style, c))
         if self._ramping is not None:
             self._ramping.backlog(now, False)  # the queue is empty: the backlog has cleared
-
-    def _start(self, call: int, style: int, c: Container, now: float) -> None:
-        self.n_running[style] += 1
-        c.running += 1
-        self._started_at[call] = now
-        self.started += 1
-        end = now + self._work[call]
-        if self._dispatch is not None:
-            end += self._dispatch()
-        self._call_at(end, self._finish_cb, (call, style, c))
 
     def _wake(self, _arg: None) -> None:
         self._wake_pending = False
@@ -338,8 +340,11 @@ class Function:
             if not c.listed and c.running < self._target:
                 c.listed = True
                 self._spare.append(c)
-            if pending:
-                self._start_pending()  # no start token: schedules the limiter's wake-up
+            if pending:  # the start limit refused at this instant (above); asked again now, it would again
+                if self._wake_pending:
+                    self._container()  # all _start_pending would do: its wake-up is on the way
+                else:
+                    self._start_pending()  # schedules the limiter's wake-up
         self.on_done(call)  # the result sets out for the caller (overhead.result: the callers'); the slot is free
 
     def violations(self, now: float) -> list[str]:
