@@ -106,6 +106,7 @@ class Load:
         self.cp = cp = sc.clients
         self.targets = targets
         self.style = style
+        self._http = http
         self.duration = sc.duration_s
         self.streams = streams
         self.work_of = PerClient(streams, "work", sc.work)  # client i's work draws
@@ -115,6 +116,12 @@ class Load:
         self.outstanding = 0  # inputs issued and not yet back: the run ends when none are, after the duration
         self.drained_at: float | None = None  # when the load stopped the clock: nothing in flight, nothing to come
         self._backoff = cp.retry == "backoff"
+        # the backoff after try k + 1, min(backoff_max_s, backoff_base_s · 2^min(k, 1000)), until it is the same for
+        # every try after (the exponent capped: 2 ** 1,100 would not fit a float); the last holds for the rest
+        self._delays = [min(cp.backoff_max_s, cp.backoff_base_s * 2.0 ** min(k, 1000)) for k in range(1001)]
+        while len(self._delays) > 1 and self._delays[-2] == cp.backoff_max_s:
+            self._delays.pop()
+        self._call_at = sim.call_at
         self._send_cb = self._send  # one bound method for every retry's entry, not one each
         self.rejections: dict[str, int] = {}  # every rejected attempt, retried or not, by kind
         self.lost: dict[str, float] = {}  # input-seconds lost to rejections, by kind (models/inputs/monitor.py)
@@ -218,11 +225,11 @@ class Load:
             attempts = self.log.attempts
             attempt = attempts.get(call, 1)
             attempts[call] = attempt + 1
-            # the exponent capped: 2 ** 1,100 would not fit a float, and the cap has long bound by then
-            delay = min(self.cp.backoff_max_s, self.cp.backoff_base_s * 2.0 ** min(attempt - 1, 1000))
-            delay *= self._jitter[self.log.client[call]]()
+            delays = self._delays
+            delay = delays[attempt - 1] if attempt <= len(delays) else delays[-1]
+            delay *= self._jitter[self._client[call]]()
             self.lost[kind] = self.lost.get(kind, 0.0) + delay
-            self.sim.call_at(self.env._now + delay, self._send_cb, call)  # call_in, without its check: delay > 0
+            self._call_at(self.env._now + delay, self._send_cb, call)  # call_in, without its check: delay > 0
         else:
             self.lost[kind] = self.lost.get(kind, 0.0) + self.loss_of_failure(call)
             self._failed(call, kind)
@@ -324,6 +331,37 @@ class ClosedLoop(Load):
             self._submit = lambda call: call_in(out[client_of[call]](), reach, call)
             self._fused = "round_trips" in sim.shortcuts
             self.work_ended = self._work_ended
+        elif self._http and self._map is None and not self._pooled and self.reissue:
+            # the proxy's callers, with no connection pool that binds: done, returned and _send in one callback
+            self.work_ended = self._served
+            self._send_cb = self._resend
+
+    def _served(self, call: int) -> None:
+        """``done`` for a request to the proxy (``returned`` and ``_send`` inlined: every request but the first of
+        each slot follows one here): the same steps, in the same order."""
+        if call in self._kinds:
+            self.done(call)
+            return
+        now = self.env._now
+        self._finished[call] = now
+        if now < self.duration:  # the next request, at once (its outstanding count replaces this one's)
+            client = self._client[call]
+            nxt = self.log.new(client, now, self.work_of[client]())
+            kind = self.targets[client % self._copies - self._first].submit(nxt, self.style)
+            if kind is not None:
+                self._rejected(nxt, kind)
+            self._close(call)
+            return
+        self.outstanding -= 1
+        self._close(call)
+        if self.outstanding == 0:
+            self._maybe_drained()
+
+    def _resend(self, call: int) -> None:
+        """``_send`` for a retried request to the proxy (no pool, no map)."""
+        kind = self.targets[self._client[call] % self._copies - self._first].submit(call, self.style)
+        if kind is not None:
+            self._rejected(call, kind)
 
     def _work_ended(self, call: int) -> None:
         """The work of ``call`` ended: its way back drawn, and the next call's work and way out if one follows."""
