@@ -285,21 +285,19 @@ class Function:
                 return
             call, style = pending.popleft()
             self.n_pending[style] -= 1
-            # started (_start, inlined: under a binding start limit every input starts here)
-            self.n_running[style] += 1
-            c.running += 1
-            self._started_at[call] = now
-            self.started += 1
-            end = now + self._work[call]
-            if self._dispatch is not None:
-                end += self._dispatch()
-            heap = self._heap
-            if len(heap) < self._heap_below:  # call_at, inlined
-                heappush(heap, (end, NORMAL, next(self._ids), self._finish_cb, (call, style, c)))
-            else:
-                self._call_at(end, self._finish_cb, (call, style, c))
+            self._start(call, style, c, now)
         if self._ramping is not None:
             self._ramping.backlog(now, False)  # the queue is empty: the backlog has cleared
+
+    def _start(self, call: int, style: int, c: Container, now: float) -> None:
+        self.n_running[style] += 1
+        c.running += 1
+        self._started_at[call] = now
+        self.started += 1
+        end = now + self._work[call]
+        if self._dispatch is not None:
+            end += self._dispatch()
+        self._call_at(end, self._finish_cb, (call, style, c))
 
     def _wake(self, _arg: None) -> None:
         self._wake_pending = False
