@@ -29,6 +29,8 @@ def _lines(ax: plt.Axes, summary: pd.DataFrame, scale: str, metric: str) -> None
         line = ax.plot(x, y, marker="o", ms=3, label=variant)[0]
         # every metric drawn here is a count, a rate or a duration: the band stops at 0
         ax.fill_between(x, np.maximum(y - ci, 0), y + ci, color=line.get_color(), alpha=0.2, lw=0)
+        if f"{metric}_low" in g:  # a sweep run with --uncertainty: the range over plausible models × seeds
+            ax.fill_between(x, g[f"{metric}_low"], g[f"{metric}_high"], color=line.get_color(), alpha=0.08, lw=0)
 
 
 def _reference(ax: plt.Axes, summary: pd.DataFrame, scale: str, column: str) -> None:

@@ -38,10 +38,17 @@ PACKAGES = ["scalesim", "simpy", "numpy", "scipy", "pandas", "matplotlib", "moda
 
 def summarize(table: pd.DataFrame, scale: str | None, bottleneck: str = "") -> pd.DataFrame:
     """Mean and 95% CI half-width (t over seeds) of every numeric metric, per point; runs with errors left out.
-    ``binding_limit`` is the most frequent value of the ``bottleneck`` column over seeds."""
+    ``binding_limit`` is the most frequent value of the ``bottleneck`` column over seeds. A sweep run with
+    ``--uncertainty`` (columns ``plausible`` and ``kept_point``) is summarized at its kept-model points, each metric
+    also with its range (``_low``, ``_high``): least and greatest over the point's seeds and its other plausible
+    models' runs (experiments/uncertainty.py)."""
     ok = table[table["error"] == ""]
+    ranged = "kept_point" in ok
+    if ranged:
+        every, ok = ok, ok[ok["plausible"] == 0]
     keys = ["point", "variant"] + ([scale] if scale and scale in table and scale not in ("point", "variant") else [])
-    numeric = [c for c in ok.columns if c not in keys and c != "seed" and pd.api.types.is_numeric_dtype(ok[c])]
+    skip = {*keys, "seed", "plausible", "kept_point"}
+    numeric = [c for c in ok.columns if c not in skip and pd.api.types.is_numeric_dtype(ok[c])]
     groups = ok.groupby(keys, sort=True)
     mean = groups[numeric].mean()
     n = groups.size()
@@ -53,7 +60,13 @@ def summarize(table: pd.DataFrame, scale: str | None, bottleneck: str = "") -> p
     else:
         binding = pd.Series("", index=n.index, name="binding_limit")
     out = pd.concat([mean.add_suffix("_mean"), ci.add_suffix("_ci95"), n.rename("seeds"), binding], axis=1).copy()
-    return out.reset_index()
+    out = out.reset_index()
+    if ranged:
+        spread = every.groupby("kept_point")[numeric]
+        low, high = spread.min().add_suffix("_low"), spread.max().add_suffix("_high")
+        models = every.groupby("kept_point")["plausible"].nunique().rename("models")
+        out = out.join(pd.concat([low, high, models], axis=1), on="point")
+    return out
 
 
 def scenario_of(row: pd.Series):
@@ -108,6 +121,15 @@ def _table(frame: pd.DataFrame) -> str:
     return f'<div class="wide">{frame.to_html(index=False, float_format=human, na_rep="")}</div>'
 
 
+def _ranges_said(summary: pd.DataFrame) -> str:
+    if "models" not in summary:
+        return ""
+    return (
+        f" Ranges (_low .. _high; the lighter band) over {summary['models'].max():.0f} plausible models of the "
+        "calibration: the kept model's seeds and every other model at the first seed (experiments/uncertainty.py)."
+    )
+
+
 def make_report(
     table: pd.DataFrame,
     out: Path,
@@ -148,7 +170,8 @@ def make_report(
 
     heading, intro, rows = model.findings(summary, scale) if len(summary) else ("Findings", "", [])
     findings = pd.DataFrame(rows)
-    cols = [scale, "variant", "seeds", "binding_limit"] + [f"{m}_{s}" for m in model.headline for s in ("mean", "ci95")]
+    stats_ = ("mean", "ci95", "low", "high")  # low .. high: only a sweep run with --uncertainty has them
+    cols = [scale, "variant", "seeds", "models", "binding_limit"] + [f"{m}_{s}" for m in model.headline for s in stats_]
     numbers = summary[[c for c in cols if c in summary]].sort_values(["variant", scale]) if len(summary) else summary
     errors = table[table["error"] != ""][["point", "variant", "seed", "error"]]
     declared = model.metrics(scenario_of(ok.iloc[0]) if len(ok) else model.schema())
@@ -169,7 +192,7 @@ table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ccc;pa
 </head><body>
 <h1>{html.escape(title)}</h1><p>{html.escape(description)}</p>
 <p>{len(table):,} runs, {len(errors):,} with errors; {summary["seeds"].max() if len(summary) else 0} seeds per point;
-95% confidence intervals over seeds (t distribution).</p>
+95% confidence intervals over seeds (t distribution).{_ranges_said(summary)}</p>
 <h2>{html.escape(heading)}</h2>
 <p>{html.escape(intro)}</p>{_table(findings)}
 {"".join(_img(p) for p in pngs)}

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from itertools import product
 from pathlib import Path
 from typing import Any
 
+from experiments import uncertainty
 from experiments.cli import build_scenario
 from models.registry import MODELS, model_of
 from sim.scenario import (
@@ -33,6 +35,7 @@ from sim.scenario import (
 
 SWEEPS = Path(__file__).resolve().parent / "sweeps"
 DEFAULT = "loadtest-scale"
+PLAUSIBLE = ("plausible", "kept")  # a point's fields of --uncertainty, columns of its rows (``kept`` as kept_point)
 SPEC_KEYS = {"name", "description", "seeds", "scale", "base", "factors", "variants", "report", "quick"}
 
 
@@ -55,7 +58,14 @@ class Point:
     index: int
     variant: str
     scenario: str  # preset name or scenario file
-    sets: tuple[tuple[str, Any], ...]  # overrides in order: base, variant, factors
+    sets: tuple[tuple[str, Any], ...]  # overrides in order: base, params, plausible model, --set, variant, factors
+    plausible: int = 0  # with --uncertainty: the envelope's model it runs (0: the kept fit; experiments/uncertainty.py)
+    kept: int | None = None  # with --uncertainty: the index of its kept-model point (its own, for that one)
+
+    def seeds(self, spec_seeds: int) -> int:
+        """Its seeds: the spec's, or, for a plausible model other than the kept one, the first only (common random
+        numbers, as ``run --uncertainty`` does)."""
+        return 1 if self.plausible else spec_seeds
 
     def tree(self) -> tuple[dict, Path | None]:
         tree, base = resolve(self.scenario)
@@ -85,7 +95,8 @@ class Spec:
 
     def key(self) -> str:
         """What identifies the sweep's results (a rerun must be the same sweep to continue it)."""
-        return json.dumps({"seeds": self.seeds, "points": [asdict(p) for p in self.points]}, sort_keys=True)
+        points = [{k: v for k, v in asdict(p).items() if p.kept is not None or k not in PLAUSIBLE} for p in self.points]
+        return json.dumps({"seeds": self.seeds, "points": points}, sort_keys=True)
 
 
 def _check_keys(where: str, data: dict, allowed: set[str]) -> None:
@@ -115,9 +126,11 @@ def load_spec(
     seeds: int | None = None,
     quick: bool = False,
     params: list[str] = (),
+    uncertainty: bool = False,
 ) -> Spec:
     """Read a sweep spec (or a scenario to sweep), apply the command line (``params``: parameter files, e.g. a
-    fit's, overlaid at every point before the ``--set``s), and expand its points."""
+    fit's, overlaid at every point before the ``--set``s), and expand its points; with ``uncertainty`` each point
+    also under every other model of its envelope (experiments/uncertainty.py), between the params and the ``--set``s."""
     name = arg or DEFAULT
     path = Path(name)
     if exists(SWEEPS / f"{name}.toml"):
@@ -157,11 +170,12 @@ def load_spec(
         base_sets += _scenario_keys("quick.set", _table("quick.set", q.get("set", {})), schema)
     for f in params:
         base_sets += _scenario_keys(f"--params {f}", flatten(read_toml(Path(f))), schema)
+    user_sets: list[tuple[str, Any]] = []
     for s in sets:
         if "=" not in s:
             raise ScenarioError(f"--set {s}: expected KEY=VALUE")
         k, v = s.split("=", 1)
-        base_sets += _scenario_keys("--set", {k.strip(): parse_value(v.strip())}, schema)
+        user_sets += _scenario_keys("--set", {k.strip(): parse_value(v.strip())}, schema)
     for f in factors:
         if "=" not in f:
             raise ScenarioError(f"--factor {f}: expected KEY=V1,V2,...")
@@ -195,12 +209,18 @@ def load_spec(
         vsets = _scenario_keys(f"variants[{i}].set", _table("set", v.get("set", {})), schema)
         expanded.append((vname, scenario, vsets))
 
-    points = []
+    plausible = _plausible(params, schema) if uncertainty else None
+    points: list[Point] = []
     keys = list(factor_table)
     for vname, scenario, vsets in expanded:
         for combo in product(*(factor_table[k] for k in keys)):
-            sets_ = tuple(base_sets + vsets + list(zip(keys, combo, strict=True)))
-            points.append(Point(len(points), vname, scenario, sets_))
+            top = user_sets + vsets + list(zip(keys, combo, strict=True))
+            n = len(points)
+            kept = Point(n, vname, scenario, tuple(base_sets + top), kept=n if plausible else None)
+            points.append(kept)
+            for i, model in enumerate(plausible(kept) if plausible else [], start=1):
+                sets_ = tuple(base_sets + model + top)
+                points.append(Point(len(points), vname, scenario, sets_, plausible=i, kept=kept.index))
 
     scale = raw.get("scale", keys[0] if keys else None)
     report = _table("report", raw.get("report", {}))
@@ -214,6 +234,24 @@ def load_spec(
         tuple(points),
         _report_point(points, _table("report.point", report.get("point", {})), scale, factor_table),
     )
+
+
+def _plausible(params: list[str], schema: type) -> Callable[[Point], list[list[tuple[str, Any]]]]:
+    """For a point, the settings of its envelope's models other than the kept one (the kept one is the defaults or
+    the params: experiments/uncertainty.py), as the point's approach reads them."""
+    if schema is not MODELS["function"].schema:
+        raise ScenarioError("--uncertainty: only the load-test model has plausible models")
+    kept, models = uncertainty.load(uncertainty.plausible_file(list(params)))
+
+    def of(point: Point) -> list[list[tuple[str, Any]]]:
+        try:
+            approach = build_scenario(*point.tree()).approach
+        except ScenarioError:
+            return []  # the point's own row says why it does not build
+        chosen = uncertainty.envelope(kept, models, uncertainty.unread(approach))[1:]
+        return [[(k.strip(), parse_value(v.strip())) for k, _, v in (x.partition("=") for x in m)] for m in chosen]
+
+    return of
 
 
 def _locate(scenario: str, base_dir: Path) -> str:

@@ -32,7 +32,7 @@ from experiments.cli import (
     check_out,
     main_guard,
 )
-from experiments.results import Appender, columns, done_rows, read_results
+from experiments.results import KEYS, Appender, columns, done_rows, read_results
 from experiments.rows import run_point
 from experiments.spec import DEFAULT, Spec, load_spec
 from sim.scenario import ScenarioError
@@ -61,12 +61,14 @@ def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh
     (out / "sweep.json").write_text(json.dumps(meta, indent=1))
 
     header = columns(p.tree() for p in spec.points)
+    if any(p.kept is not None for p in spec.points):  # --uncertainty: which plausible model a row ran
+        header[len(KEYS) : len(KEYS)] = ["plausible", "kept_point"]
     done = done_rows(results)
-    total = len(spec.points) * spec.seeds
+    total = sum(p.seeds(spec.seeds) for p in spec.points)
     todo = (  # lazily: a sweep of a hundred million seeds allocates nothing before its first run
         (p, s)
         for p in sorted(spec.points, key=lambda p: -p.cost())
-        for s in range(spec.seeds)
+        for s in range(p.seeds(spec.seeds))
         if (p.index, s) not in done
     )
     if executor in ("process", "dask-local"):
@@ -128,6 +130,12 @@ def main(argv: list[str] | None = None) -> int:
         help="sweep a scenario key over values (repeatable; replaces the spec's factor of that key)",
     )
     p.add_argument("--seeds", type=int, help="replications per point (default: the spec's)")
+    p.add_argument(
+        "--uncertainty",
+        action="store_true",
+        help="also run each point under the other plausible models of the calibration, at the first seed "
+        "(experiments/uncertainty.py): the report gives each figure a range",
+    )
     p.add_argument("--out", type=Path, help="output folder (default runs/<spec name>/)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
     p.add_argument(
@@ -147,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--jobs: must be >= 1, got {args.jobs}")
 
     def go() -> int:
-        spec = load_spec(args.spec, args.sets, args.factors, args.seeds, args.quick, args.params)
+        spec = load_spec(args.spec, args.sets, args.factors, args.seeds, args.quick, args.params, args.uncertainty)
         out = check_out(args.out or Path("runs") / (spec.name + ("-quick" if args.quick else "")), folder=True)
         t0 = time.perf_counter()
         table = run_sweep(spec, out, args.jobs, args.executor, args.fresh)

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from experiments import uncertainty
 from experiments.cli import (
     ArgParser,
     add_set_option,
@@ -278,6 +279,23 @@ def _row(e: Evaluation) -> dict:
     }
 
 
+def robustness(sim: Simulator, out: dict, check: Callable[[Evaluation], None] | None, jobs: int) -> dict:
+    """The chosen configuration under every plausible model of the calibration (experiments/uncertainty.py): each
+    metric's central value and range, and whether the constraint still holds at the range's worst end."""
+    config = [f"{k}={v}" for k, v in out["chosen"]["config"].items()]
+    _, doc = uncertainty.ranges(sim.scenario, [*sim.sets, *config], sim.params, sim.seeds, jobs)
+    sim.runs += doc["runs"]
+    doc["ranges"] = {k: v for k, v in doc["ranges"].items() if k in (*METRICS, "first_n_back_s")}
+    if check is not None:
+        r = doc["ranges"]
+        worst = Evaluation(dict(out["chosen"]["config"]))
+        for k, lo_hi in r.items():  # fewer calls/s is worse; more of anything else is
+            worst.metrics[k] = (lo_hi["low"] if k == "calls_per_s" else lo_hi["high"], None)
+        check(worst)
+        doc["holds"], doc["why"] = worst.meets, worst.why
+    return doc
+
+
 # --- output -------------------------------------------------------------------------------------------------------
 def priced(out: dict, prices: Prices) -> dict:
     """Every option's cost in money at ``prices``."""
@@ -322,6 +340,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--memory-gib", default="1", help="the container's memory, GiB (default 1)")
     p.add_argument("--cpu-price", default=str(CPU_PRICE), help="$ per core-second (domain.md §6)")
     p.add_argument("--memory-price", default=str(MEMORY_PRICE), help="$ per GiB-second (domain.md §6)")
+    p.add_argument(
+        "--uncertainty",
+        action="store_true",
+        help="also run the answer under every plausible model of the calibration (experiments/uncertainty.py): "
+        "its figures with ranges, and whether it still meets the constraint at their worst",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", type=Path, help="autoscaler: a folder for the HTML report with the frontier figure")
     args = p.parse_args(argv)
@@ -346,8 +370,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.question == "capacity":
                 if args.rate is None:
                     raise ScenarioError("--rate: capacity needs the calls/s to sustain")
-                out = capacity(sim, positive("--rate")(args.rate), p99, args.knob)
+                rate = positive("--rate")(args.rate)
+                out = capacity(sim, rate, p99, args.knob)
                 out["search"] = "doubling, then bisection on the knob (monotone)"
+                check = latency_ok(p99, rate)
             elif args.question == "autoscaler":
                 rate = positive("--rate")(args.rate or "1")
                 buffers = [_int_list("--buffers", x) for x in args.buffers.split(",")]
@@ -355,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
                 load_scenario(scenario, [*sets, f"arrivals.shape={args.shape}"], args.params)
                 out, every = autoscaler(sim, p99, buffers, windows, args.shape, rate)
                 out["p99_limit"] = p99
+                check = latency_ok(p99)
                 out["search"] = (
                     f"bisection on min_containers for each of {len(buffers)} buffers × {len(windows)} windows"
                 )
@@ -363,6 +390,17 @@ def main(argv: list[str] | None = None) -> int:
                     raise ScenarioError("--calls: drain needs how many calls")
                 out = drain(sim, positive("--calls", int, 10_000_000)(args.calls), args.via)
                 out["search"] = "the chosen way and the other"
+                check = None
+            if args.uncertainty and out["chosen"]:
+                out["uncertainty"] = u = robustness(sim, out, check, jobs)
+                back = u["ranges"].get("first_n_back_s")
+                if args.question == "drain" and back and back["low"] > 0:  # calls/s while draining, as drain gives
+                    n = out["chosen"]["config"]["clients.in_flight"]
+                    u["ranges"]["calls_per_s"] = {
+                        "central": n / back["central"],
+                        "low": n / back["high"],
+                        "high": n / back["low"],
+                    }
         finally:
             sim.close()
         priced(out, prices)

@@ -29,6 +29,17 @@ def words(out: dict) -> list[str]:
             + f"; binding limit: {c['binding_limit']}"
         )
         lines.append(f"  cost: {_num(c['container_seconds'])} container-seconds, ${c['cost_usd']:.4g} at {_size(out)}")
+        if "uncertainty" in out:
+            u = out["uncertainty"]
+            spans = [f"{k} {_g(r['low'])} .. {_g(r['high'])}" for k, r in u["ranges"].items() if k != "errors_total"]
+            holds = (
+                ""
+                if "holds" not in u
+                else ("; meets the constraint under every one" if u["holds"] else f"; fails under some: {u['why']}")
+            )
+            lines.append(
+                f"  under {u['models']} plausible models × seeds ({u['runs']} runs): {', '.join(spans)}{holds}"
+            )
     rows = [("chosen", c)] if c else []
     rows += [("next cheaper", r) for r in out["next_cheaper_fails"]]
     rows += [("runner-up", r) for r in out["runners_up"]]
@@ -46,6 +57,10 @@ def words(out: dict) -> list[str]:
             )
     lines.append(f"\n{out['simulations']} simulations ({out['search']}).")
     return lines
+
+
+def _g(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
 def _settings(d: dict | None) -> str:

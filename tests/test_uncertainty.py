@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from experiments import run, uncertainty
@@ -85,3 +86,69 @@ def test_the_users_run_is_one_of_the_runs_and_the_same_run_runs_once(tmp_path):
     # at any seed, with keys of the user's own on top of every model's
     _, doc = uncertainty.ranges("loadtest-spawn", [*sets, "limits.start_burst=5"], [str(params)], 2, 1, seed=7)
     assert doc["runs"] == 3
+
+
+def test_a_sweep_with_uncertainty_runs_each_point_under_the_envelope_and_reports_ranges(tmp_path):
+    from experiments import sweep
+
+    rates = [["limits.start_rate=363"], ["limits.start_rate=150"], ["limits.start_rate=600"]]
+    params = models_file(tmp_path, rates[0], rates)
+    out = tmp_path / "sw"
+    argv = ["loadtest-spawn", "--params", str(params), "--set", "duration_s=5", "--factor", "clients.count=1,2"]
+    assert sweep.main([*argv, "--seeds", "2", "--uncertainty", "--out", str(out), "--jobs", "1"]) == 0
+    rows = pd.read_csv(out / "results.csv")
+    # per point: the kept model at seeds 0 and 1, the two others at seed 0 only, each saying whose point it is
+    assert len(rows) == 2 * (2 + 2) and set(rows["plausible"]) == {0, 1, 2}
+    assert (rows[rows["plausible"] > 0]["seed"] == 0).all()
+    for _, r in rows.iterrows():
+        kept = rows[rows["point"] == r["kept_point"]]
+        assert (kept["plausible"] == 0).all() and (kept["clients.count"] == r["clients.count"]).all()
+    assert set(rows["limits.start_rate"]) == {150, 363, 600}
+    summary = pd.read_csv(out / "summary.csv")
+    assert len(summary) == 2 and (summary["seeds"] == 2).all() and (summary["models"] == 3).all()
+    for _, s in summary.iterrows():
+        mine = rows[rows["kept_point"] == s["point"]]["calls_per_s"]
+        kept = rows[(rows["point"] == s["point"])]["calls_per_s"]
+        assert s["calls_per_s_low"] == mine.min() and s["calls_per_s_high"] == mine.max()
+        assert s["calls_per_s_mean"] == pytest.approx(kept.mean(), rel=1e-12)
+    assert "plausible models" in (out / "report.html").read_text()
+    # a sweep without it has neither column: its results are what they were
+    plain = tmp_path / "plain"
+    assert sweep.main([*argv, "--seeds", "1", "--out", str(plain), "--jobs", "1", "--no-report"]) == 0
+    assert "plausible" not in pd.read_csv(plain / "results.csv")
+
+
+def test_a_whatif_with_uncertainty_says_whether_the_answer_holds_under_every_model(tmp_path, capsys):
+    from experiments import whatif
+
+    rates = [["limits.start_rate=363"], ["limits.start_rate=150"], ["limits.start_rate=600"]]
+    params = models_file(tmp_path, rates[0], rates)
+    argv = ["drain", "--calls", "300", "--seeds", "1", "--jobs", "1", "--params", str(params), "--json"]
+    assert whatif.main([*argv, "--uncertainty"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    u = out["uncertainty"]
+    back = u["ranges"]["first_n_back_s"]
+    assert u["models"] == 3 and back["low"] < back["high"]  # a slower start rate drains later
+    assert back["central"] == pytest.approx(out["chosen"]["metrics"]["first_n_back_s"]["mean"], rel=1e-12)
+    assert u["ranges"]["calls_per_s"]["high"] == pytest.approx(300 / back["low"])
+
+
+def test_a_capacity_answer_that_fails_under_a_plausible_model_says_so(tmp_path, capsys):
+    from experiments import whatif
+
+    params = tmp_path / "fit.toml"
+    params.write_text("[function]\nmax_inputs = 4\n")
+    models = [["function.max_inputs=4"], ["function.max_inputs=1"], ["function.max_inputs=8"]]
+    doc = {"kept": {"settings": models[0]}, "models": [{"settings": m} for m in models]}
+    (tmp_path / "fit.plausible.json").write_text(json.dumps(doc))
+    sets = ["duration_s=20", "warmup_s=5", "work=constant(0.1)", "function.copies=1"]
+    argv = ["capacity", "--rate", "20", "--p99", "1", "--knob", "containers", "--seeds", "1", "--jobs", "1"]
+    argv += ["--params", str(params), *(x for s in sets for x in ("--set", s))]
+    assert whatif.main([*argv, "--uncertainty"]) == 0
+    text = capsys.readouterr().out
+    # one container of 4 inputs serves 20 calls/s of 0.1 s; of 1 input (10 calls/s at most) it cannot
+    assert "Answer: function.containers=1." in text and "fails under some" in text
+    assert whatif.main([*argv, "--uncertainty", "--json"]) == 0
+    u = json.loads(capsys.readouterr().out)["uncertainty"]
+    # the queue of the one-input model grows: its p99, the range's worst end, is over the limit
+    assert u["holds"] is False and u["ranges"]["added_latency_p99_s"]["high"] > 1 and u["why"].startswith("p99")
