@@ -1,5 +1,5 @@
 """A calibration run's plan (calibration/run.py; each way's, calibration/ways): the apps it deploys, the containers it
-may use, what it costs at most (domain.md §6's prices, experiments/prices.py), and the same in a few lines for
+may use, what it costs at most (domain.md §6's prices, models/inputs/billing.py), and the same in a few lines for
 ``--dry-run``."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from experiments.prices import CPU_PRICE, MEMORY_PRICE, Prices
+from models.inputs.billing import CPU_PRICE, MEMORY_PRICE, BillingParams
 
 PROG = "calibration.run"
 DATA = Path(__file__).resolve().parent / "data"
@@ -44,11 +44,11 @@ class Plan:
     out: Path
     traces: str = ""  # the trace folder(s) under ``out`` as the dry run tells them (default: ``what``)
 
-    def prices(self, cpu_price: float = CPU_PRICE, memory_price: float = MEMORY_PRICE) -> Prices:
-        return Prices(self.cpu, self.memory_mib / 1024, cpu_price, memory_price)
+    def prices(self, cpu_price: float = CPU_PRICE, memory_price: float = MEMORY_PRICE) -> BillingParams:
+        return BillingParams(self.cpu, self.memory_mib / 1024, 0.0, cpu_price, memory_price)
 
     def cost(self, cpu_price: float = CPU_PRICE, memory_price: float = MEMORY_PRICE) -> float:
-        """Upper-bound cost in $: container-seconds at domain.md §6's prices (experiments/prices.py)."""
+        """Upper-bound cost in $: container-seconds at domain.md §6's prices (models/inputs/billing.py)."""
         return self.prices(cpu_price, memory_price).money(self.container_seconds)
 
 

@@ -40,7 +40,7 @@ from calibration.plan import DATA, PROG, Plan, app_name, default_run_id, describ
 from calibration.ways import WAYS
 from calibration.ways.base import Option, RunFailed
 from experiments.cli import ArgParser, check_out, main_guard, one_line
-from experiments.prices import CPU_PRICE, MEMORY_PRICE
+from models.inputs.billing import CPU_PRICE, MEMORY_PRICE
 from sim.scenario import ScenarioError
 
 MARGIN_S = 300.0  # a run's wall-clock limit beyond its own bound (deploys, image builds, URL look-ups)

@@ -4,6 +4,7 @@
     m = api.run("loadtest-spawn", set={"clients.count": 16}, seed=0)         # metrics, as `experiments.run --json`
     calls = api.run("loadtest-spawn", records=True)["records"]               # one row per input, a DataFrame
     table = api.sweep("loadtest-copies", factors={"clients.count": [1, 2, 4]}, seeds=2)   # one row per run
+    plan = api.whatif("plan", rate=3000, p99=2, set={"function.max_inputs": 100})  # as `whatif plan --json`
 
 A scenario is a preset name or a TOML file; ``set`` overrides its keys (as ``--set``), ``params`` overlays parameter
 files (as ``--params``). Bad input raises ``sim.scenario.ScenarioError`` naming the key.
@@ -11,6 +12,9 @@ files (as ``--params``). Bad input raises ``sim.scenario.ScenarioError`` naming 
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,9 +22,11 @@ from typing import Any
 import pandas as pd
 
 from experiments import results
+from experiments import whatif as whatif_cmd
 from experiments.cli import load_scenario, run_scenario
 from experiments.spec import load_spec
 from experiments.sweep import run_sweep
+from sim.scenario import ScenarioError
 
 
 def _sets(set: dict[str, Any] | None) -> list[str]:
@@ -86,3 +92,35 @@ def load_results(path: str | Path) -> pd.DataFrame:
     if path.is_dir():
         path = path / "results.parquet" if (path / "results.parquet").exists() else path / "results.csv"
     return results.read_results(path)
+
+
+def whatif(
+    question: str,
+    scenario: str | None = None,
+    set: dict[str, Any] | None = None,
+    params: list[str] = (),
+    **options: Any,
+) -> dict:
+    """A what-if's answer as ``experiments.whatif QUESTION --json`` gives it (``plan``, ``capacity``,
+    ``autoscaler``, ``drain``); each option is the command's, without its dashes (``rate=3000``, ``p99=2``,
+    ``seeds=2``, ``uncertainty=True``, ``out="plan/"``). Bad input raises ScenarioError with the command's line."""
+    argv = [question, "--json", *(["--scenario", scenario] if scenario else [])]
+    for s in _sets(set):
+        argv += ["--set", s]
+    for p in params:
+        argv += ["--params", str(p)]
+    for k, v in options.items():
+        flag = "--" + k.replace("_", "-")
+        if v is True:
+            argv.append(flag)
+        elif v not in (False, None):
+            argv += [flag, ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = whatif_cmd.main(argv)
+        except SystemExit as e:  # argparse: an unknown option or choice
+            code = e.code
+    if code != 0:
+        raise ScenarioError(err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else f"exit {code}")
+    return json.loads(out.getvalue())

@@ -17,6 +17,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NoReturn
 
+import numpy as np
+
 from models.registry import MODELS, model_of
 from sim.model import InvariantViolated
 from sim.scenario import ScenarioError, build, resolve
@@ -135,6 +137,31 @@ def warn_extrapolated(extrapolated: list[str], where: str = "") -> None:
     """One line on stderr when a run left the envelope its parameters were calibrated on (its ``extrapolated``)."""
     if extrapolated:
         print(f"warning: extrapolated{where}: {'; '.join(extrapolated)}", file=sys.stderr)
+
+
+def human(v: Any, unit: str = "") -> str:
+    """A number for people, never in e-notation: 21,370 (not 2.137e+04); 12.3; 0.583; 0.00042; 0 for float noise;
+    by ``unit``: bytes as 25.2 GB, dollars as $4.14 (and $4.14/h), counts by kind as "a 3, b 5"."""
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {human(x)}" for k, x in v.items()) or "none"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(map(str, v)) or "none"
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+        return "" if v is None else str(v)
+    if isinstance(v, float) and math.isnan(v):
+        return ""
+    if unit == "bytes" and abs(v) >= 1000:
+        for size, name in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+            if abs(v) >= size:
+                return f"{v / size:.3g} {name}"
+    if unit.startswith("$"):
+        money = f"${v:,.2f}" if abs(v) >= 1 else f"${human(v)}"
+        return money + unit[1:]
+    if abs(v) >= 100 or float(v).is_integer():
+        return f"{v:,.0f}"
+    if abs(v) < 1e-9:
+        return "0"
+    return np.format_float_positional(v, precision=3, unique=False, fractional=False, trim="-")
 
 
 def one_line(message: str) -> str:

@@ -4,14 +4,51 @@ one point's time series. ``draw`` picks the kind; experiments/report.py assemble
 
 from __future__ import annotations
 
+import zlib
+
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FuncFormatter
 
 from sim.model import Figure, TimeSeries
+
+# fixed colours, the same in every report and page: per way (an approach, app copies) and per limit
+WAY_COLOURS = {"remote": "#4c72b0", "spawn": "#dd8452", "copies": "#55a868", "batching": "#8172b3", "server": "#c44e52"}
+LIMIT_COLOURS = {
+    "accept_rate": "#1f77b4",
+    "start_rate": "#ff7f0e",
+    "in_system_cap": "#2ca02c",
+    "max_containers": "#d62728",
+    "workspace_cap": "#9467bd",
+    "containers": "#8c564b",
+    "autoscaler": "#e377c2",
+    "pending_cap": "#7f7f7f",
+    "http_503": "#bcbd22",
+    "http_429": "#17becf",
+    "none": "#dddddd",
+    "error": "#000000",
+}
+_PALETTE = (
+    "#4c72b0",
+    "#dd8452",
+    "#55a868",
+    "#c44e52",
+    "#8172b3",
+    "#937860",
+    "#da8bc3",
+    "#8c8c8c",
+    "#ccb974",
+    "#64b5cd",
+)
+
+
+def colour_of(series: str) -> str:
+    """A series' colour, the same in every report: a way's own, else one of ten by the name's checksum."""
+    return WAY_COLOURS.get(series) or _PALETTE[zlib.crc32(series.encode()) % len(_PALETTE)]
 
 
 def _xaxis(ax: plt.Axes, x: pd.Series, scale: str) -> None:
@@ -26,9 +63,12 @@ def _lines(ax: plt.Axes, summary: pd.DataFrame, scale: str, metric: str) -> None
     for variant, g in summary.groupby("variant", sort=False):
         g = g.sort_values(scale)
         x, y, ci = g[scale], g[f"{metric}_mean"], g[f"{metric}_ci95"].fillna(0)
-        line = ax.plot(x, y, marker="o", ms=3, label=variant)[0]
+        line = ax.plot(x, y, marker="o", ms=3, label=variant, color=colour_of(str(variant)))[0]
         # every metric drawn here is a count, a rate or a duration: the band stops at 0
         ax.fill_between(x, np.maximum(y - ci, 0), y + ci, color=line.get_color(), alpha=0.2, lw=0)
+        if "unstable" in g:  # points whose seeds disagree: ringed, their mean is no prediction
+            bad = g[g["unstable"].astype(str) != ""]
+            ax.scatter(bad[scale], bad[f"{metric}_mean"], s=80, facecolors="none", edgecolors="red", zorder=3)
         if f"{metric}_low" in g:  # a sweep run with --uncertainty: the range over plausible models × seeds
             ax.fill_between(x, g[f"{metric}_low"], g[f"{metric}_high"], color=line.get_color(), alpha=0.08, lw=0)
 
@@ -58,6 +98,8 @@ def fig_lines(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figure:
             ax.set_ylabel(label)
         else:
             ax.set_title(label)
+        if label.startswith("$"):  # money on the axis as money
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"${v:,.2f}" if abs(v) >= 1 else f"${v:.3g}"))
         _xaxis(ax, summary[scale], scale)
         if spec.log:
             ax.set_yscale("symlog", linthresh=10)
@@ -122,14 +164,12 @@ def fig_utilization(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figu
 def fig_binding(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figure:
     variants = list(dict.fromkeys(summary["variant"]))
     scales = sorted(summary[scale].unique())
-    limits = sorted(summary["binding_limit"].unique())
-    cmap = plt.get_cmap("tab10")
     fig, ax = plt.subplots(figsize=(1.1 * len(scales) + 2, 0.6 * len(variants) + 1.5))
     for i, variant in enumerate(variants):
         for j, s in enumerate(scales):
             cell = summary[(summary["variant"] == variant) & (summary[scale] == s)]
             limit = cell["binding_limit"].iloc[0] if len(cell) else "error"
-            color = cmap(limits.index(limit) % 10) if limit in limits else (0.8, 0.8, 0.8)
+            color = LIMIT_COLOURS.get(limit) or colour_of(str(limit))  # the same limit, the same colour
             ax.add_patch(plt.Rectangle((j, i), 1, 1, color=color, alpha=0.35 if limit == "none" else 0.75))
             ax.text(j + 0.5, i + 0.5, limit, ha="center", va="center", fontsize=7)
     ax.set_xlim(0, len(scales))

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from experiments.cli import ArgParser, check_out, main_guard, run_scenario
+from experiments.cli import ArgParser, check_out, human, main_guard, run_scenario
 from experiments.plots import draw, draw_timeseries
 from experiments.results import read_results
 from models.registry import MODELS
@@ -57,16 +57,46 @@ def summarize(table: pd.DataFrame, scale: str | None, bottleneck: str = "") -> p
     ci = sem.mul(t, axis=0)
     if bottleneck in ok:
         binding = groups[bottleneck].agg(lambda s: s.mode().iloc[0] if len(s.mode()) else "").rename("binding_limit")
+        agree = groups[bottleneck].agg(lambda s: s.value_counts().iloc[0] / len(s) if len(s) else np.nan)
     else:
         binding = pd.Series("", index=n.index, name="binding_limit")
-    out = pd.concat([mean.add_suffix("_mean"), ci.add_suffix("_ci95"), n.rename("seeds"), binding], axis=1).copy()
+        agree = pd.Series(np.nan, index=n.index)
+    flags = groups.apply(_unstable, include_groups=False) if len(ok) else pd.Series(dtype=object)
+    out = pd.concat(
+        [
+            mean.add_suffix("_mean"),
+            ci.add_suffix("_ci95"),
+            n.rename("seeds"),
+            binding,
+            agree.rename("binding_agreement"),
+            flags.rename("unstable"),
+        ],
+        axis=1,
+    ).copy()
     out = out.reset_index()
+    out["unstable"] = out["unstable"].fillna("")
     if ranged:
         spread = every.groupby("kept_point")[numeric]
         low, high = spread.min().add_suffix("_low"), spread.max().add_suffix("_high")
         models = every.groupby("kept_point")["plausible"].nunique().rename("models")
         out = out.join(pd.concat([low, high, models], axis=1), on="point")
     return out
+
+
+UNSTABLE = 0.10  # a point's seeds disagree when their calls/s spread over more than this share of their median
+
+
+def _unstable(seeds: pd.DataFrame) -> str:
+    """Why a point's seeds cannot be averaged ("" if they can): their calls/s spread over more than UNSTABLE of
+    the median (seed to seed, a stable load test moves by a few percent; a collapse or a bimodal point by tens)."""
+    x = seeds["calls_per_s"].dropna() if "calls_per_s" in seeds else pd.Series(dtype=float)
+    if len(x) < 2 or not x.median() > 0:
+        return ""
+    spread = (x.max() - x.min()) / x.median()
+    if spread <= UNSTABLE:
+        return ""
+    low, high = seeds.loc[x.idxmin(), "seed"], seeds.loc[x.idxmax(), "seed"]
+    return f"calls/s {x.min():,.4g} (seed {low}) to {x.max():,.4g} (seed {high}): {spread:.0%} of the median"
 
 
 def scenario_of(row: pd.Series):
@@ -105,20 +135,19 @@ def _img(path: Path) -> str:
     )
 
 
-def human(v: float) -> str:
-    """A number for people, never in e-notation: 21,370 (not 2.137e+04); 12.3; 0.583; 0.00042; 0 for float noise."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return ""
-    if abs(v) >= 100 or float(v).is_integer():
-        return f"{v:,.0f}"
-    if abs(v) < 1e-9:
-        return "0"
-    return np.format_float_positional(v, precision=3, unique=False, fractional=False, trim="-")
-
-
 def _table(frame: pd.DataFrame) -> str:
     """An HTML table that scrolls sideways when it is wide, its numbers formatted for people."""
     return f'<div class="wide">{frame.to_html(index=False, float_format=human, na_rep="")}</div>'
+
+
+def _swept(table: pd.DataFrame, factors: list[str]) -> str:
+    """What this table swept, from its rows (a --quick run's, not the full spec's description)."""
+    parts = []
+    for f in factors:
+        if f in table:
+            values = sorted(table[f].dropna().unique(), key=lambda v: (isinstance(v, str), v))
+            parts.append(f"{f} = {', '.join(human(v) if not isinstance(v, str) else v for v in values)}")
+    return f"<p>Swept here: {html.escape('; '.join(parts))}.</p>" if parts else ""
 
 
 def _ranges_said(summary: pd.DataFrame) -> str:
@@ -171,7 +200,8 @@ def make_report(
     heading, intro, rows = model.findings(summary, scale) if len(summary) else ("Findings", "", [])
     findings = pd.DataFrame(rows)
     stats_ = ("mean", "ci95", "low", "high")  # low .. high: only a sweep run with --uncertainty has them
-    cols = [scale, "variant", "seeds", "models", "binding_limit"] + [f"{m}_{s}" for m in model.headline for s in stats_]
+    cols = [scale, "variant", "seeds", "models", "binding_limit", "binding_agreement", "unstable"]
+    cols += [f"{m}_{s}" for m in model.headline for s in stats_]
     numbers = summary[[c for c in cols if c in summary]].sort_values(["variant", scale]) if len(summary) else summary
     errors = table[table["error"] != ""][["point", "variant", "seed", "error"]]
     declared = model.metrics(scenario_of(ok.iloc[0]) if len(ok) else model.schema())
@@ -190,7 +220,7 @@ def make_report(
 table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}
 .wide{{overflow-x:auto;max-width:100%}} figure{{margin:1.5em 0}} figcaption{{color:#777;font-size:12px}}</style>
 </head><body>
-<h1>{html.escape(title)}</h1><p>{html.escape(description)}</p>
+<h1>{html.escape(title)}</h1><p>{html.escape(description)}</p>{_swept(table, factors or [])}
 <p>{len(table):,} runs, {len(errors):,} with errors; {summary["seeds"].max() if len(summary) else 0} seeds per point;
 95% confidence intervals over seeds (t distribution).{_ranges_said(summary)}</p>
 <h2>{html.escape(heading)}</h2>

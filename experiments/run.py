@@ -21,6 +21,7 @@ from experiments.cli import (
     RunProgress,
     add_set_option,
     cap_jobs,
+    human,
     load_scenario,
     main_guard,
     run_scenario,
@@ -118,10 +119,11 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(_finite(out), allow_nan=False))
         else:
             model = MODELS[sc.model]
+            declared = model.metrics(sc)
             print(f"{sc.name or args.scenario} ({model.label(sc)}, seed {args.seed})")
             for k in [*model.headline, "wall_s"]:
-                v = metrics.get(k)
-                print(f"  {k:22s} {v:.4g}" if isinstance(v, float) else f"  {k:22s} {v}")
+                unit = declared[k].unit if k in declared else ""
+                print(f"  {k:22s} {human(metrics.get(k), unit)}")
             print(f"  {'shortcuts_used':22s} {', '.join(metrics['shortcuts_used']) or 'none'}")
             if args.uncertainty:
                 u = out["uncertainty"]
@@ -132,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
                 for k in model.headline:
                     r = u["ranges"].get(k)
                     if r:
-                        print(f"  {k:22s} {r['central']:.4g}  ({r['low']:.4g} .. {r['high']:.4g})")
+                        unit = declared[k].unit if k in declared else ""
+                        low, high = human(r["low"], unit), human(r["high"], unit)
+                        print(f"  {k:22s} {human(r['central'], unit)}  ({low} .. {high})")
         return 0
 
     return main_guard("experiments.run", go)

@@ -71,6 +71,8 @@ def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh
         for s in range(p.seeds(spec.seeds))
         if (p.index, s) not in done
     )
+    if done:
+        print(f"resuming: {len(done):,} of {total:,} runs already in {results}", file=sys.stderr)
     if executor in ("process", "dask-local"):
         jobs = cap_jobs("experiments.sweep", jobs, total - len(done))
     if executor == "modal" and len(done) < total:

@@ -6,7 +6,8 @@
   the resource never hurts (monotone), and the answer's next-cheaper value is always among those simulated and shown
   to fail.
 - ``autoscaler``: the min_containers, buffer_containers and scaledown window that keep p99 ≤ ``--p99`` at the fewest
-  container-seconds under a demand shape (default: domain.md §7's daily shape). Search: for each (buffer, window) of
+  container-seconds under a demand shape (default: domain.md §7's daily shape), checked on the shape's busiest
+  window of the run's length (a day: the week's peak day), not its first. Search: for each (buffer, window) of
   a small grid, bisection on min_containers (p99 falls as it rises); the cheapest passing configuration wins. Every
   simulated configuration is a point of the latency-versus-cost frontier drawn in the HTML report (``--out``).
 - ``drain``: the time until ``--calls`` N calls, spawned (``--via spawn``) or mapped (``--via map``) at once, are all
@@ -14,7 +15,8 @@
   runner-up.
 
 Each answer gives the configuration, its metrics as means with 95% CIs over ``--seeds`` replications (t), its cost in
-container-seconds and in money (container-seconds × the container's size × domain.md §6's prices, all options), the
+container-seconds and in money (billed to each container's removal, at the scenario's ``billing`` size and domain.md
+§6's prices: ``--set billing.cpu=2``; per run and per hour at steady state), the
 runner-up options, and how many simulations the search ran: in words and a table, or ``--json``. ``--params`` overlays
 a calibrated parameter file (calibration.fit ``--out``), ``--set`` any scenario key.
 """
@@ -31,8 +33,10 @@ from typing import Any
 
 import numpy as np
 from scipy import stats
+from tqdm import tqdm
 
-from experiments import uncertainty
+from experiments import plan as plan_
+from experiments import plan_page, uncertainty
 from experiments.cli import (
     ArgParser,
     add_set_option,
@@ -44,11 +48,22 @@ from experiments.cli import (
     run_scenario,
     warn_extrapolated,
 )
-from experiments.prices import CPU_PRICE, MEMORY_PRICE, Prices
 from experiments.whatif_report import frontier_report, words
+from models.inputs.demand import Shape, parse_shape
 from sim.scenario import ScenarioError
 
-METRICS = ("calls_per_s", "added_latency_p99_s", "added_latency_p50_s", "errors_total", "container_seconds")
+METRICS = (
+    "calls_per_s",
+    "added_latency_p99_s",
+    "added_latency_p50_s",
+    "errors_total",
+    "container_seconds",
+    "cost_usd",
+    "cost_per_hour",
+    "cost_usd_warmup",
+    "containers_mean",
+    "inputs_in_flight_mean",
+)
 KNOBS = {
     "copies": "function.copies",
     "max_containers": "autoscaler.max_containers",
@@ -62,6 +77,7 @@ DEFAULTS = {
     "capacity": ("duration_s=120", "warmup_s=30"),
     "autoscaler": ("duration_s=86400", "warmup_s=0", "function.max_inputs=1"),
     "drain": ("duration_s=3600", "warmup_s=0"),
+    "plan": ("duration_s=120", "warmup_s=30"),
 }
 
 
@@ -71,7 +87,9 @@ class Evaluation:
 
     config: dict[str, Any]
     metrics: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    spread: dict[str, tuple[float, float]] = field(default_factory=dict)  # per metric (least, greatest) over seeds
     binding: str = ""
+    agreement: float = 1.0  # the share of seeds that name the binding limit
     meets: bool = False
     why: str = ""
     extrapolated: list[str] = field(default_factory=list)  # where any of its runs left the calibrated envelope
@@ -92,27 +110,44 @@ class Simulator:
         """``sets``: the question's defaults, then the user's ``--set``s."""
         self.scenario, self.sets, self.params, self.seeds = scenario, sets, params, seeds
         self.runs = 0
+        self.sc = load_scenario(scenario, sets, params)  # bad input fails here, before any search
         self.pool = process_pool(jobs) if jobs > 1 else None
-        load_scenario(scenario, sets, params)  # bad input fails here, before any search
+        # runs done on stderr, with an ETA against ``expect`` (a search's guess, raised when passed); shown only on a
+        # terminal (disable=None) and only once the search has run 3 s
+        self.bar = tqdm(total=None, unit="run", desc="simulations", disable=None, delay=3.0, leave=False)
+
+    def expect(self, runs: int) -> None:
+        """The runs the search expects to make in all (for the bar's ETA)."""
+        self.bar.total = max(runs, self.runs)
+        self.bar.refresh()
 
     def evaluate(self, config: dict[str, Any]) -> Evaluation:
         settings = [*self.sets, *(f"{k}={v}" for k, v in config.items())]
         jobs = [(self.scenario, settings, self.params, s) for s in range(self.seeds)]
-        runs = list(self.pool.map(_run, jobs)) if self.pool else [_run(j) for j in jobs]
-        self.runs += len(runs)
+        runs = []
+        for r in self.pool.map(_run, jobs) if self.pool else map(_run, jobs):
+            runs.append(r)
+            self.runs += 1
+            if self.bar.total is not None and self.runs > self.bar.total:
+                self.bar.total = self.runs
+            self.bar.update()
         e = Evaluation(dict(config))
         for k in METRICS:
             vals = [r[k] for r in runs if r.get(k) is not None]
             e.metrics[k] = _mean_ci(vals) if len(vals) == len(runs) else (None, None)
+            if vals:
+                e.spread[k] = (min(vals), max(vals))
         if runs[0].get("first_n_back_s") is not None:
             vals = [r["first_n_back_s"] for r in runs if r["first_n_back_s"] is not None]
             e.metrics["first_n_back_s"] = _mean_ci(vals) if len(vals) == len(runs) else (None, None)
         binding = [r.get("binding_limit", "") for r in runs]
-        e.binding = max(set(binding), key=binding.count)
+        e.binding = max(sorted(set(binding)), key=binding.count)
+        e.agreement = binding.count(e.binding) / len(binding)
         e.extrapolated = sorted({x for r in runs for x in r["extrapolated"]})
         return e
 
     def close(self) -> None:
+        self.bar.close()
         if self.pool:
             self.pool.shutdown()
 
@@ -187,10 +222,27 @@ def capacity(sim: Simulator, rate: float, p99: float, knob: str) -> dict:
     return answer(question, best, seen, key)
 
 
+def peak_window(sim: Simulator, shape: str) -> dict:
+    """The window of the run's length with the highest mean rate of ``shape``: where a configuration must hold."""
+    length = load_scenario(sim.scenario, [*sim.sets, f"arrivals.shape={shape}"], sim.params).duration_s
+    profile = parse_shape(shape)
+    start = profile.peak_window(length)
+    day, hour = divmod(start / 3600.0, 24.0)
+    return {
+        "start_s": start,
+        "length_s": length,
+        "mean_factor": Shape(profile.kind, profile.args, start).mean(length),
+        "whole_mean_factor": profile.mean(profile.period()),
+        "said": f"the {length / 3600:g} h of the shape with the highest mean rate, from day {day:.0f} "
+        f"{hour:02.0f}:00 on (day 0 = Monday 00:00 for daily)",
+    }
+
+
 def autoscaler(
     sim: Simulator, p99: float, buffers: list[int], windows: list[float], shape: str, rate: float
 ) -> tuple[dict, list[Evaluation]]:
-    fixed = {"load": "arrivals", "arrivals.rate": rate, "arrivals.shape": shape}
+    window = peak_window(sim, shape)
+    fixed = {"load": "arrivals", "arrivals.rate": rate, "arrivals.shape": shape, "arrivals.start_s": window["start_s"]}
     every: list[Evaluation] = []
     passing: list[Evaluation] = []
     for b in buffers:
@@ -202,11 +254,12 @@ def autoscaler(
                 passing.append(seen[best])
     question = (
         f"min_containers, buffer_containers and scaledown window keeping p99 <= {p99:g} s at the fewest "
-        f"container-seconds, for {rate:g} calls/s × {shape}"
+        f"container-seconds, for {rate:g} calls/s × {shape}, checked on {window['said']}"
     )
     ranked = sorted(passing, key=lambda e: e.mean("container_seconds"))
     out = {
         "question": question,
+        "window": window,
         "answer": ranked[0].settings() if ranked else None,
         "chosen": _row(ranked[0]) if ranked else None,
         "runners_up": [_row(e) for e in ranked[1:4]],
@@ -272,7 +325,8 @@ def _row(e: Evaluation) -> dict:
         "metrics": {k: {"mean": m, "ci95": c} for k, (m, c) in e.metrics.items()},
         "binding_limit": e.binding,
         "container_seconds": cs,
-        "cost_usd": None,  # set by ``priced``
+        "cost_usd": e.metrics["cost_usd"][0],
+        "cost_per_hour": e.metrics["cost_per_hour"][0],
         "meets": e.meets,
         "why": e.why,
         "extrapolated": e.extrapolated,
@@ -296,16 +350,6 @@ def robustness(sim: Simulator, out: dict, check: Callable[[Evaluation], None] | 
     return doc
 
 
-# --- output -------------------------------------------------------------------------------------------------------
-def priced(out: dict, prices: Prices) -> dict:
-    """Every option's cost in money at ``prices``."""
-    for r in [out["chosen"], *out["runners_up"], *out["next_cheaper_fails"]]:
-        if r and r["container_seconds"] is not None:
-            r["cost_usd"] = prices.money(r["container_seconds"])
-    out["prices"] = vars(prices)
-    return out
-
-
 # --- the command --------------------------------------------------------------------------------------------------
 def positive(name: str, cast: type = float, high: float = 1e12) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
@@ -322,7 +366,7 @@ def positive(name: str, cast: type = float, high: float = 1e12) -> Callable[[str
 
 def main(argv: list[str] | None = None) -> int:
     p = ArgParser(prog="python -m experiments.whatif", description=__doc__.splitlines()[0])
-    p.add_argument("question", choices=["capacity", "autoscaler", "drain"])
+    p.add_argument("question", choices=["plan", "capacity", "autoscaler", "drain"])
     p.add_argument("--scenario", help="the base scenario (default: loadtest-copies, loadtest-remote, loadtest-spawn)")
     add_set_option(p)
     p.add_argument("--params", action="append", default=[], metavar="FILE", help="a parameter file (repeatable)")
@@ -331,15 +375,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", help="capacity: calls/s to sustain; autoscaler: the demand's mean rate (default 1)")
     p.add_argument("--p99", default="2", help="the added-latency p99 limit, s (default 2)")
     p.add_argument("--knob", choices=sorted(KNOBS), default="copies", help="capacity: the resource (default copies)")
-    p.add_argument("--shape", default="daily(0.3, 0.2)", help="autoscaler: the demand's shape (arrivals.shape)")
+    p.add_argument(
+        "--shape", help="the demand's shape (arrivals.shape; plan: default steady; autoscaler: daily(0.3, 0.2))"
+    )
+    p.add_argument("--p50", help="plan: an added-latency p50 limit too, s")
+    p.add_argument("--headroom", default=str(plan_.HEADROOM), help="plan: the share of every limit kept free")
+    p.add_argument("--chunk", default="32", help="plan: batching's items per chunk (default 32)")
+    p.add_argument("--ways", default=",".join(plan_.WAYS), help="plan: the ways to compare (default all five)")
     p.add_argument("--buffers", default="0,1,2", help="autoscaler: buffer_containers to try (default 0,1,2)")
     p.add_argument("--windows", default="10,60,300", help="autoscaler: scaledown windows to try, s (default 10,60,300)")
     p.add_argument("--calls", help="drain: how many calls")
     p.add_argument("--via", choices=["spawn", "map"], default="spawn", help="drain: how they are made (default spawn)")
-    p.add_argument("--cores", default="1", help="the container's CPU cores, for the cost (default 1)")
-    p.add_argument("--memory-gib", default="1", help="the container's memory, GiB (default 1)")
-    p.add_argument("--cpu-price", default=str(CPU_PRICE), help="$ per core-second (domain.md §6)")
-    p.add_argument("--memory-price", default=str(MEMORY_PRICE), help="$ per GiB-second (domain.md §6)")
     p.add_argument(
         "--uncertainty",
         action="store_true",
@@ -347,26 +393,23 @@ def main(argv: list[str] | None = None) -> int:
         "its figures with ranges, and whether it still meets the constraint at their worst",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--out", type=Path, help="autoscaler: a folder for the HTML report with the frontier figure")
+    p.add_argument("--out", type=Path, help="plan, autoscaler: a folder for the HTML page")
     args = p.parse_args(argv)
 
     def go() -> int:
         seeds = positive("--seeds", int, 1000)(args.seeds)
         jobs = positive("--jobs", int, 1024)(args.jobs)
         p99 = positive("--p99")(args.p99)
-        prices = Prices(
-            positive("--cores", float, 1024)(args.cores),
-            positive("--memory-gib", float, 1e6)(args.memory_gib),
-            positive("--cpu-price", float, 1e3)(args.cpu_price),
-            positive("--memory-price", float, 1e3)(args.memory_price),
-        )
         if args.out:
             check_out(args.out, folder=True)
         default = {"capacity": "loadtest-copies", "autoscaler": "loadtest-remote", "drain": "loadtest-spawn"}
-        scenario = args.scenario or default[args.question]
+        scenario = args.scenario or default.get(args.question, "loadtest-remote")
         sets = [*DEFAULTS[args.question], *args.sets]
+        shape = args.shape or ("daily(0.3, 0.2)" if args.question == "autoscaler" else "steady")
         sim = Simulator(scenario, sets, args.params, seeds, cap_jobs(p.prog, jobs, seeds))
         try:
+            if args.question == "plan":
+                return _plan(args, sim, p99, shape, jobs)
             if args.question == "capacity":
                 if args.rate is None:
                     raise ScenarioError("--rate: capacity needs the calls/s to sustain")
@@ -378,8 +421,8 @@ def main(argv: list[str] | None = None) -> int:
                 rate = positive("--rate")(args.rate or "1")
                 buffers = [_int_list("--buffers", x) for x in args.buffers.split(",")]
                 windows = [positive("--windows", float, 1200)(x) for x in args.windows.split(",")]
-                load_scenario(scenario, [*sets, f"arrivals.shape={args.shape}"], args.params)
-                out, every = autoscaler(sim, p99, buffers, windows, args.shape, rate)
+                load_scenario(scenario, [*sets, f"arrivals.shape={shape}"], args.params)
+                out, every = autoscaler(sim, p99, buffers, windows, shape, rate)
                 out["p99_limit"] = p99
                 check = latency_ok(p99)
                 out["search"] = (
@@ -403,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
                     }
         finally:
             sim.close()
-        priced(out, prices)
+        out["billing"] = load_scenario(scenario, sets, args.params).billing.describe()
         out["simulations"] = sim.runs
         out["seeds"] = seeds
         if out["chosen"]:
@@ -414,11 +457,65 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(words(out)))
         if args.question == "autoscaler" and args.out:
             args.out.mkdir(parents=True, exist_ok=True)
-            page = frontier_report(out, every, args.out, prices)
+            page = frontier_report(out, every, args.out)
             print(f"report: {page}", file=sys.stderr)
         return 0
 
     return main_guard("experiments.whatif", go)
+
+
+def _plan(args: Any, sim: Simulator, p99: float, shape: str, jobs: int) -> int:
+    """The plan question: every way compared (experiments/plan.py), in words or JSON, and its page with ``--out``."""
+    if args.rate is None:
+        raise ScenarioError("--rate: plan needs the calls/s to serve")
+    rate = positive("--rate")(args.rate)
+    p50 = positive("--p50")(args.p50) if args.p50 is not None else None
+    headroom = float(args.headroom) if _is_number(args.headroom) else math.nan
+    if not 0 <= headroom < 1:
+        raise ScenarioError(f"--headroom: a share of every limit, within [0, 1), got {args.headroom!r}")
+    chunk = positive("--chunk", int, 100_000)(args.chunk)
+    ways = [w.strip() for w in args.ways.split(",") if w.strip()]
+    if not ways or set(ways) - set(plan_.WAYS):
+        raise ScenarioError(f"--ways: a list of {', '.join(plan_.WAYS)}, got {args.ways!r}")
+    fixed: dict[str, Any] = {"load": "arrivals", "arrivals.rate": rate, "arrivals.shape": shape}
+    window = None
+    if parse_shape(shape).kind != "steady":
+        window = peak_window(sim, shape)
+        fixed["arrivals.start_s"] = window["start_s"]
+    sim.expect(sim.seeds * (3 + 2 * 3 * len(ways) // 5))
+    out, every = plan_.plan(sim.evaluate, sim.sc, rate, p99, p50, headroom, chunk, ways, fixed)
+    if args.uncertainty and out["answer"]:  # the answer under every plausible model: its ranges
+        best = out["answer"]
+        answer = Evaluation(best["config"])
+        u = robustness(sim, {"chosen": {"config": best["config"]}}, None, jobs)
+        for k, r in u["ranges"].items():
+            best["figures"][k] = {"mean": r["central"], "low": r["low"], "high": r["high"]}
+        best["uncertainty"] = {k: v for k, v in u.items() if k != "ranges"}
+        del answer
+    sim.close()
+    out.update(
+        demand=plan_.demand_label(rate, shape, window),
+        window=window,
+        billing=sim.sc.billing.describe(),
+        simulations=sim.runs,
+        seeds=sim.seeds,
+        scenario=sim.scenario,
+        sets=sim.sets,
+    )
+    if out["answer"]:
+        warn_extrapolated(out["answer"]["extrapolated"], " (the plan's answer)")
+    print(json.dumps(out, default=_json) if args.json else "\n".join(plan_.words(out)))
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        print(f"report: {plan_page.page(out, every, args.out)}", file=sys.stderr)
+    return 0
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 def _int_list(name: str, text: str) -> int:

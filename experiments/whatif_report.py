@@ -11,8 +11,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-from experiments.prices import Prices
-
 
 def words(out: dict) -> list[str]:
     """The answer in plain words and a table."""
@@ -28,7 +26,10 @@ def words(out: dict) -> list[str]:
             + (f", all back in {_ci(m, 'first_n_back_s', 's')}" if m.get("first_n_back_s", {}).get("mean") else "")
             + f"; binding limit: {c['binding_limit']}"
         )
-        lines.append(f"  cost: {_num(c['container_seconds'])} container-seconds, ${c['cost_usd']:.4g} at {_size(out)}")
+        lines.append(
+            f"  cost: ${c['cost_per_hour']:,.2f}/h at steady state; this run {_num(c['container_seconds'])} "
+            f"container-seconds, ${c['cost_usd']:.4g} (billed to each container's removal) at {out['billing']}"
+        )
         if "uncertainty" in out:
             u = out["uncertainty"]
             spans = [f"{k} {_g(r['low'])} .. {_g(r['high'])}" for k, r in u["ranges"].items() if k != "errors_total"]
@@ -80,12 +81,7 @@ def _ci(m: dict, key: str, unit: str = "") -> str:
     return f"{text} {unit}".strip()
 
 
-def _size(out: dict) -> str:
-    p = out["prices"]
-    return f"{p['cores']:g} core(s), {p['memory_gib']:g} GiB (${p['cpu_price']:g}/core-s, ${p['memory_price']:g}/GiB-s)"
-
-
-def frontier_report(out: dict, every: list[Any], path: Path, prices: Prices) -> Path:
+def frontier_report(out: dict, every: list[Any], path: Path) -> Path:
     """The autoscaler question's HTML report: the latency-versus-cost frontier of every simulated configuration
     (``every``: the whatif module's evaluations)."""
     import matplotlib
@@ -134,7 +130,7 @@ def frontier_report(out: dict, every: list[Any], path: Path, prices: Prices) -> 
         plt.close(fig)
     rows = "".join(
         f"<tr><td>{html.escape(_settings(e.settings()))}</td><td>{lat:.3g}</td><td>{cs:,.0f}</td>"
-        f"<td>{prices.money(cs):.4g}</td></tr>"
+        f"<td>{e.mean('cost_usd'):.4g}</td></tr>"
         for cs, lat, e in pareto
     )
     lines = words(out)

@@ -40,8 +40,8 @@ ANY = _Any()  # a key whose every valid value the shortcut was proven for
 Rule = Callable[[Any], bool] | _Any
 
 # keys that say what a scenario is, not what it simulates: free in every shape (a section's name: each of its keys;
-# the envelope is what a run is compared with after it ran)
-DESCRIPTIVE = frozenset({"model", "name", "description", "source", "shortcuts", "envelope"})
+# the envelope is what a run is compared with after it ran; billing prices what ran)
+DESCRIPTIVE = frozenset({"model", "name", "description", "source", "shortcuts", "envelope", "billing"})
 
 
 @dataclass(frozen=True)

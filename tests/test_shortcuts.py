@@ -88,7 +88,7 @@ def load_tests(draw: st.DrawFn, **fixed: st.SearchStrategy) -> dict:
 
     approach = pick("approach", st.sampled_from(["remote", "spawn", "batching", "server"]))
     load = pick("load", st.sampled_from(["clients", "clients", "arrivals", "trace"]))
-    if approach == "batching":
+    if approach == "batching" and load == "trace":
         load = "clients"
     duration = pick("duration_s", st.floats(2.0, 40.0))
     mean_work = pick("mean_work", st.floats(0.05, 4.0))
@@ -167,7 +167,11 @@ def load_tests(draw: st.DrawFn, **fixed: st.SearchStrategy) -> dict:
         "launch_burst": pick("workspace.launch_burst", st.sampled_from([1.0, 2.0, 100.0])),
     }
     rate = pick("arrivals.rate", st.floats(0.2, 60.0))
-    tree["arrivals"] = {"rate": rate, "shape": pick("arrivals.shape", SHAPES)}
+    tree["arrivals"] = {
+        "rate": rate,
+        "shape": pick("arrivals.shape", SHAPES),
+        "start_s": pick("arrivals.start_s", st.sampled_from([0.0, 0.0, 7.5, 3 * 86400.0])),
+    }
     if load == "trace":
         tree["trace"] = {
             "path": str(ROOT / "experiments" / "demand" / "azure-sample.csv"),
@@ -180,6 +184,7 @@ def load_tests(draw: st.DrawFn, **fixed: st.SearchStrategy) -> dict:
             "round_items": draw(st.integers(1, 64)),
             "chunk_items": draw(st.integers(1, 16)),
             "item_failure_prob": draw(st.sampled_from([0.0, 0.0, 0.05])),
+            "wait_s": draw(st.sampled_from([0.0, 0.05, 1.0])),
         }
     if approach == "server":
         tree["server"] = {

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments import report, results, spec, sweep
+from experiments import cli, report, results, spec, sweep
 from sim.scenario import ScenarioError
 
 SMALL = ["--set", "duration_s=10", "--factor", "clients.count=1,2", "--seeds", "2", "--no-report"]
@@ -159,7 +159,7 @@ def test_quick_sweep_report_embeds_every_figure_and_each_png_has_data(tmp_path):
     page = (out / "report.html").read_text()
     pngs = sorted(out.glob("*.png"))
     names = {p.stem for p in pngs}
-    assert names == {"throughput", "latency", "containers", "errors", "binding", "timeseries"}
+    assert names == {"throughput", "latency", "containers", "cost", "errors", "binding", "timeseries"}
     assert page.count("data:image/png;base64,") == len(pngs)
     assert "<img" in page and 'src="http' not in page  # self-contained
     for p in pngs:
@@ -187,8 +187,22 @@ def test_read_results_rejects_a_table_that_is_not_one(tmp_path):
     [(21370.0, "21,370"), (1454.5454, "1,455"), (12.345, "12.3"), (0.5831, "0.583"), (3.0, "3"), (4.2e-4, "0.00042")],
 )
 def test_report_numbers_are_formatted_for_people(value, text):
-    assert report.human(value) == text
-    assert report.human(float("nan")) == ""
+    assert cli.human(value) == text
+    assert cli.human(float("nan")) == ""
+
+
+@pytest.mark.parametrize(
+    "value, unit, text",
+    [
+        (25165824000, "bytes", "25.2 GB"),
+        (4.1372, "$/h", "$4.14/h"),
+        (0.2566, "$", "$0.257"),
+        (19740.2, "calls/s", "19,740"),
+        ({"rate_limited": 5000, "queue_full": 3}, "calls", "rate_limited 5,000, queue_full 3"),
+    ],
+)
+def test_numbers_are_written_as_people_write_them(value, unit, text):
+    assert cli.human(value, unit) == text
 
 
 def test_factor_values_may_hold_commas_inside_parentheses():

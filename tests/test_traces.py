@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from experiments.cli import load_scenario
 from models.inputs import loadtest
 from models.inputs.summary import ERROR_KINDS
 from tests.conftest import columns, scenario
@@ -131,16 +132,30 @@ def test_error_kinds_are_exactly_the_kinds_the_model_produces(tiny):
     assert produced == set(ERROR_KINDS)
 
 
-def test_the_binding_share_counts_pending_time_in_the_unit_of_its_capacity(tiny):
+def test_the_binding_share_is_the_pending_share_of_the_windows_input_seconds(tiny):
     # Batching on one always-warm container that runs 2 chunks at once: chunks queue. The monitor's share for the
-    # wait is (pending input-seconds, sampled) ÷ (input-seconds the load holds in flight); a chunk is one input, so
-    # it must match the pending time in the records, chunk by chunk (before, capacity counted items: 1/8 of it).
+    # wait is (pending input-seconds) ÷ (running + pending input-seconds), both sampled; a chunk is one input, so it
+    # must match the records, chunk by chunk; the fixed pool's wait is named for its containers.
     tiny.update(approach="batching", work="constant(2)", duration_s=20.0)
     tiny["batching"] = {"round_items": 64, "chunk_items": 8}
     tiny["function"] = {"containers": 1, "max_inputs": 2}
     m = loadtest.run(scenario(tiny), seed=0, records=True)
     r = m["records"]
     pending = (r["started"].clip(upper=20.0) - r["issued"]).clip(lower=0.0)[r["issued"] < 20.0].sum()
-    capacity = 1 * (64 // 8) * 20.0  # one client, 8 chunks in flight, 20 s
-    assert m["limit_share_autoscaler"] == pytest.approx(pending / capacity, rel=0.1)
-    assert m["binding_limit"] == "autoscaler"
+    running = (r["finished"].clip(upper=20.0) - r["started"].clip(upper=20.0)).clip(lower=0.0).sum()
+    assert m["limit_share_containers"] == pytest.approx(pending / (pending + running), rel=0.1)
+    assert m["limit_share_none"] == pytest.approx(running / (pending + running), rel=0.1)
+    assert m["binding_limit"] == "containers"
+    shares = [v for k, v in m.items() if k.startswith("limit_share_")]
+    assert all(0 <= v <= 1 for v in shares) and sum(shares) == pytest.approx(1.0, rel=1e-9)
+
+
+def test_the_binding_limit_is_named_for_its_cause():
+    # a fixed pool, no autoscaler: its waits are the containers'
+    assert loadtest.run(load_scenario("mmc", [], []), seed=0)["binding_limit"] == "containers"
+    # spawn offered twice its accept rate, rejections not retried: the limit that drops calls binds, not the one
+    # that delays the accepted ones
+    sets = ["approach=spawn", "load=arrivals", "arrivals.rate=3000", "duration_s=20", "work=constant(1)"]
+    m = loadtest.run(load_scenario("loadtest-spawn", sets, []), seed=0)
+    assert m["errors_by_kind"].get("rate_limited", 0) > 0
+    assert m["binding_limit"] == "accept_rate" and 0 < m["binding_share"] <= 1

@@ -36,9 +36,6 @@ class OpenLoop(Load):
             self._gap = thinned(self._gap, profile, self.streams.get("arrivals/thinning"), self.env)
         self.mean_work = sc.work.mean
 
-    def capacity(self, span: float) -> float:
-        return self.rate * self.mean_work * span
-
     def loss_of_failure(self, call: int) -> float:
         return self.log.work[call]  # an open loop loses the call, not a slot
 

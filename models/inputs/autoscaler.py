@@ -161,6 +161,10 @@ class ContainerPool:
         # it is removed, busy or idle): ∫ size dt, accumulated when the size changes
         self._billed = 0.0
         self._since = 0.0
+        # the measurement window's bounds (the run's part sets them): container-seconds up to each, kept as the
+        # billing passes it (the steady cost per hour is the window's)
+        self.marks: tuple[float, ...] = ()
+        self._at_mark: dict[float, float] = {}
         self.fixed = fixed  # always-warm containers, no autoscaling
         self.workspace: Workspace | None = None  # the run's, when it caps autoscaled containers (Workspace sets it)
         self._deferred = False  # burst_aware: a scale-from-zero decision is scheduled for the end of this instant
@@ -202,13 +206,34 @@ class ContainerPool:
         return len(self.ready) + self.starting
 
     def _bill(self) -> None:
-        now = self.sim.now
-        self._billed += self.size * (now - self._since)
+        now, size = self.sim.now, self.size
+        for m in self.marks:
+            if self._since < m <= now:
+                self._at_mark[m] = self._billed + size * (m - self._since)
+        self._billed += size * (now - self._since)
         self._since = now
 
-    def container_seconds(self) -> float:
-        """Container-seconds so far, from the start of the run."""
-        return self._billed + self.size * (self.sim.now - self._since)
+    def container_seconds(self, at: float | None = None) -> float:
+        """Container-seconds from the start of the run to ``at`` (default: now; a mark passed, or a time since the
+        size last changed)."""
+        at = self.sim.now if at is None else at
+        if at in self._at_mark:
+            return self._at_mark[at]
+        if at <= 0.0:
+            return 0.0
+        if at < self._since:
+            raise ValueError(f"container-seconds at {at}: before the last change ({self._since}) and not a mark")
+        return self._billed + self.size * (at - self._since)
+
+    @property
+    def changed_at(self) -> float:
+        """When the size last changed (a launch or a removal)."""
+        return self._since
+
+    def settled(self) -> bool:
+        """Whether nothing is left to remove: none starting, and no more than the pool keeps with no load (its
+        min_containers)."""
+        return self.fixed > 0 or (self.starting == 0 and self.size <= self._clamp(0))
 
     def launch(self, n: int) -> None:
         """Start ``n`` containers now; each is ready after its cold start."""

@@ -284,10 +284,6 @@ class Load:
     reissue = True  # a closed loop follows a call that is back with the next (ClientParams.reissue)
     connected = False  # its callers are clients with a connection of their own to Modal (clients.streams)
 
-    def capacity(self, span: float) -> float:
-        """Input-seconds the load holds in flight over ``span`` seconds with nothing in its way."""
-        return self.cp.count * self.cp.in_flight * span
-
     def loss_of_failure(self, call: int) -> float:
         """Input-seconds lost when ``call`` fails unretried: in a closed loop its slot ends."""
         return max(0.0, self.duration - self.env._now)

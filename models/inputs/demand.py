@@ -10,6 +10,9 @@ distribution's):
   at midnight on a Monday (without §7's random drift, spikes and noise: the Poisson arrivals are the noise);
 - ``bursts(EVERY_S, LENGTH_S, FACTOR)``: FACTOR for LENGTH_S seconds at the start of every EVERY_S, else 1.
 
+``arrivals.start_s`` starts the run that far into the shape (a week's peak day, say: ``Shape.peak_window`` finds the
+window of a given length with the highest mean rate, which the what-ifs size for).
+
 Arrivals at a varying rate are drawn by thinning (Lewis and Shedler, 1979): candidates at the shape's peak rate, each
 kept with probability rate(t) / peak. ``load = "trace"`` replays a per-minute invocation-count trace in the Azure
 Functions format (domain.md §5: columns HashOwner, HashApp, HashFunction, Trigger, then one column per minute "1",
@@ -42,9 +45,11 @@ class Shape:
 
     kind: str
     args: tuple[float, ...] = ()
+    offset: float = 0.0  # the shape's time at the run's t = 0 (arrivals.start_s)
 
     def factor(self, t: float) -> float:
         a = self.args
+        t += self.offset
         if self.kind == "steady":
             return 1.0
         if self.kind == "steps":
@@ -71,12 +76,33 @@ class Shape:
             return max(1.0, a[2])
         return 1.0
 
-    def mean(self, duration: float) -> float:
-        """The shape's mean over [0, duration) (numerically, on a fine grid)."""
+    def mean(self, duration: float, grid: int = MEAN_GRID) -> float:
+        """The shape's mean over [0, duration) of the run (numerically, on a fine grid)."""
         if self.kind == "steady":
             return 1.0
-        t = (np.arange(MEAN_GRID) + 0.5) * duration / MEAN_GRID
+        t = (np.arange(grid) + 0.5) * duration / grid
         return float(np.mean([self.factor(x) for x in t]))
+
+    def period(self) -> float:
+        """The time after which the shape repeats (steps: the steps' length, the last held after)."""
+        a = self.args
+        return {
+            "steady": 1.0,
+            "steps": a[0] * max(1, len(a) - 1),
+            "sine": a[0] if self.kind == "sine" else 1.0,
+            "daily": WEEK_S if self.kind == "daily" and a[1] else DAY_S,
+            "bursts": a[0] if self.kind == "bursts" else 1.0,
+        }[self.kind]
+
+    def peak_window(self, length: float, candidates: int = 168) -> float:
+        """Where in the shape the window of ``length`` seconds with the highest mean rate starts: the best of
+        ``candidates`` starts spread over one period (hourly over a week), each window's mean on a grid."""
+        if self.kind == "steady":
+            return 0.0
+        period = self.period()
+        starts = np.arange(candidates) * period / candidates
+        means = [Shape(self.kind, self.args, float(s)).mean(length, grid=1000) for s in starts]
+        return float(starts[int(np.argmax(means))])
 
     def __str__(self) -> str:
         return self.kind if not self.args else f"{self.kind}({', '.join(f'{x:g}' for x in self.args)})"
@@ -118,6 +144,12 @@ class ArrivalParams:
     shape: str = param(
         "steady", doc="the rate over time: steady, steps, sine, daily or bursts (models/inputs/demand.py)"
     )
+    start_s: float = param(
+        0.0,
+        ge=0,
+        le=1e9,
+        doc="how far into the shape the run starts (daily: 0 = Monday 00:00; 3 × 86400 = Thursday)",
+    )
 
     def __post_init__(self) -> None:
         try:
@@ -127,7 +159,8 @@ class ArrivalParams:
 
     @property
     def profile(self) -> Shape:
-        return parse_shape(self.shape)
+        shape = parse_shape(self.shape)
+        return Shape(shape.kind, shape.args, self.start_s)
 
     def mean_rate(self, duration: float) -> float:
         """Arrivals per second over [0, duration)."""

@@ -410,8 +410,11 @@ class Function:
 
 
 def full_pool_wait(pool: ContainerPool) -> str:
-    """Why pending inputs wait when every container is full: the pool is at ``max_containers``, or the run's pools
+    """Why pending inputs wait when every container is full: the pool is fixed (``containers``), at
+    ``max_containers``, or the run's pools
     together at ``workspace.max_containers``, or the autoscaler has more on the way or not yet asked for."""
+    if pool.fixed:
+        return "containers"
     if pool.p.max_containers and pool.size >= pool.p.max_containers:
         return "max_containers"
     return "workspace_cap" if pool.workspace is not None and pool.workspace.full else "autoscaler"

@@ -13,6 +13,8 @@ the model, not a result, and ends the run with ``InvariantViolated`` (exit 1, on
 - What the callers can issue: a closed-loop slot makes at most one call per shortest call (its work's least value
   plus the legs' least values), so the calls back in a window of T seconds are at most slots × (T / shortest + 1);
   an open loop's calls back are at most the calls it issued.
+- The diagnosis's shares (models/inputs/monitor.py) are shares: each in [0, 1], summing to 1 with ``none`` (or all
+  0 when the window held nothing); a run with calls lost to a limit names a limit, never ``none``.
 - Latency floor: no call's added latency (response − own work) is below the least the legs can add (on the Function
   path ``overhead.submit`` + ``overhead.dispatch`` + ``overhead.result``, at their distributions' least values; on
   the HTTP path the proxy's hop each way, when constant).
@@ -28,6 +30,7 @@ import math
 from typing import TYPE_CHECKING
 
 from models.inputs.base import Scenario
+from models.inputs.monitor import REJECTION_LIMITS
 from sim.model import InvariantViolated
 
 if TYPE_CHECKING:
@@ -60,6 +63,12 @@ def violations(sc: Scenario, out: Outcome, metrics: dict) -> list[str]:
     floor = _least_added(sc)
     if out.summary.added_min < floor - 1e-9 * max(1.0, floor):
         found.append(f"an added latency of {out.summary.added_min:.9g} s, below the legs' least {floor:.9g} s")
+    shares = [v for k, v in m.items() if k.startswith("limit_share_")]
+    total = sum(shares)
+    if any(not 0.0 <= v <= 1.0 for v in shares) or (total and not math.isclose(total, 1.0, rel_tol=1e-9)):
+        found.append(f"limit shares outside [0, 1] or not summing to 1 (sum {total:.9g})")
+    if m["binding_limit"] == "none" and set(m["errors_by_kind"]) & set(REJECTION_LIMITS):
+        found.append(f"binding limit none with calls lost to limits ({m['errors_by_kind']})")
     return found
 
 

@@ -21,6 +21,7 @@ from models.inputs import invariants, parts
 from models.inputs.approaches import APPROACHES
 from models.inputs.approaches.base import LOADS
 from models.inputs.autoscaler import AutoscalerParams
+from models.inputs.billing import BillingParams
 from models.inputs.clients import ClientParams
 from models.inputs.demand import ArrivalParams, TraceParams
 from models.inputs.envelope import EnvelopeParams, extrapolated
@@ -68,6 +69,7 @@ class _Scenario(Described):
     arrivals: ArrivalParams = section(ArrivalParams)
     trace: TraceParams = section(TraceParams)
     envelope: EnvelopeParams = section(EnvelopeParams)
+    billing: BillingParams = section(BillingParams)
 
     def __post_init__(self) -> None:
         if self.warmup_s >= self.duration_s:
@@ -129,15 +131,18 @@ def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool =
 def outcome_metrics(sc: Scenario, out: parts.Outcome, end: float) -> dict:
     """The metrics of a run's outcome (or of one part's: tests/test_metrics.py combines the parts' by METRICS),
     ``wall_s`` aside."""
-    # a run that ends before its duration (all calls back, none reissued) is diagnosed over what it ran
-    span = min(end, sc.duration_s) - sc.warmup_s
+    calls = out.summary.metrics()
     metrics = {
-        **out.summary.metrics(),
+        **calls,
         **out.counted,
-        **diagnosis(out.waited, out.lost, out.capacity_per_s * span),
+        **diagnosis(out.held, out.lost, calls["errors_by_kind"]),
         "ideal_calls_per_s": sc.ideal_calls_per_s(),
         "sim_time_s": end,
     }
+    per_s = sc.billing.per_second()
+    metrics["cost_usd"] = out.counted["container_seconds"] * per_s
+    metrics["cost_usd_warmup"] = out.counted["container_seconds_warmup"] * per_s
+    metrics["cost_per_hour"] = out.counted["containers_mean"] * per_s * 3600.0
     metrics["rejections_by_kind"] = dict(sorted(metrics["rejections_by_kind"].items()))
     metrics["extrapolated"] = extrapolated(sc, metrics)
     return metrics
@@ -152,6 +157,14 @@ METRICS = (
     + Metrics(
         Metric("ideal_calls_per_s", "calls/s", "derived", "calls/s with no overhead at all (the approach's rule)"),
         *(m for m in parts.COUNTED if m.name not in ("rejections_by_kind", "events")),
+        Metric("cost_usd", "$", "derived", "`container_seconds` × the container's price per second (`billing`)"),
+        Metric("cost_usd_warmup", "$", "derived", "`container_seconds_warmup` × the price: the warm-up's cost"),
+        Metric(
+            "cost_per_hour",
+            "$/h",
+            "derived",
+            "`containers_mean` × the price × 3,600: the steady cost per hour of the window's load",
+        ),
         RUN["sim_time_s"],
         parts.COUNTED["events"],
         RUN["wall_s"],
@@ -178,10 +191,16 @@ def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, list[dict]]:
                 "binding limit there": first["binding_limit"] if first is not None else "none within the sweep",
                 "peak calls/s": g["calls_per_s_mean"].max(),
                 "at": g.loc[g["calls_per_s_mean"].idxmax(), scale] if scale in g else "—",
+                # a point whose seeds disagree (experiments/report.py): its mean is no prediction
+                "unstable at": ", ".join(
+                    f"{v:g}" if isinstance(v, float) else str(v) for v in g[g.get("unstable", "") != ""].get(scale, [])
+                )
+                or "—",
             }
         )
     intro = (
-        f"The first {scale} at which calls/s falls below {SATURATION:.0%} of the ideal, and the limit that binds there."
+        f"The first {scale} at which calls/s falls below {SATURATION:.0%} of the ideal, and the limit that binds "
+        "there; where the seeds of a point disagree (unstable: a collapse or two regimes), its mean is no prediction."
     )
     return "Where each series leaves the ideal line", intro, rows
 
@@ -202,6 +221,8 @@ MODEL = Model(
         "retries",
         "binding_limit",
         "binding_share",
+        "cost_per_hour",
+        "cost_usd",
     ),
     label=lambda sc: f"approach {sc.approach}",
     metrics=lambda sc: METRICS,
@@ -229,6 +250,12 @@ MODEL = Model(
             (("added_latency_p50_s", "p50"), ("added_latency_p99_s", "p99")),
         ),
         Figure("containers", "lines", "Containers", (("containers_peak", "containers (peak)"),)),
+        Figure(
+            "cost",
+            "lines",
+            "Cost at the scenario's billing size (domain.md §6 prices)",
+            (("cost_per_hour", "$ per hour at steady state"), ("cost_usd", "$ per run, billed to removal")),
+        ),
         Figure("errors", "errors", "Errors by kind"),
         Figure("binding", "binding", "What binds (the costliest limit)"),
     ),

@@ -6,13 +6,18 @@ limiter has no token (``start_rate``), every container is full and more are on t
 (``autoscaler``: decision interval, scale-up step, cold starts), or the pool is at ``max_containers``, or all the
 run's pools together are at ``workspace.max_containers`` (``workspace_cap``).
 
-``binding_limit`` names the limit that costs the most, each cost counted in the same unit: input-seconds lost
-(a batched chunk is one input; otherwise an input is a call), as a share of the input-seconds the load would hold in
-flight over the measurement window. Pending inputs lose their time in the queue (sampled: pending inputs × dt, by
-reason); a rejected input that is retried loses its backoff; one that is not loses the rest of its slot in a closed
-loop (the caller's task ended) or its own work in an open one. Rejections map to limits by kind:
+The diagnosis divides the input-seconds of the measurement window (a batched chunk is one input; otherwise an input
+is a call) by what they went to: running (sampled: running inputs × dt), waiting by reason (pending inputs × dt), and
+lost to rejections by limit: a rejected input that is retried loses its backoff; one that is not loses the rest of
+its slot in a closed loop (the caller's task ended) or its own work in an open one. Rejections map to limits by kind:
 ``accept_rate`` (rate_limited), ``pending_cap`` (queue_full), ``http_503`` (no ready container), ``http_429``
-(max_concurrency). Below 5% for all, nothing binds but the load itself: ``none``.
+(max_concurrency). Each ``limit_share_*`` is a share of that whole, and ``limit_share_none`` (the running) makes them
+sum to 1. ``binding_limit`` is the limit that drops calls, if any does (an unretried rejection is an error: the one of
+most share), else the costliest wait or retry if its share is at least 5%, else ``none``: nothing binds but the load.
+A limit that drops calls binds before one that delays them, and a run with errors of a limit never says ``none``.
+Waits are named by their cause: a container has room but the start limiter has no token (``start_rate``); every
+container is full and the pool is fixed (``containers``: function.containers), at ``max_containers``, at the
+workspace's cap (``workspace_cap``), or the autoscaler has more on the way or not yet asked for (``autoscaler``).
 
 The monitor also times each Function's backlog: the longest run of consecutive samples at which it had inputs
 pending, over the whole run, as samples × ``dt`` (``backlog_longest_s``: what models/inputs/envelope.py compares with
@@ -34,7 +39,7 @@ REJECTION_LIMITS = {
     "http_503": "http_503",
     "http_429": "http_429",
 }
-WAIT_LIMITS = ("start_rate", "autoscaler", "max_containers", "workspace_cap")
+WAIT_LIMITS = ("start_rate", "autoscaler", "containers", "max_containers", "workspace_cap")
 LIMITS = (*WAIT_LIMITS, *REJECTION_LIMITS.values())
 
 # what ``diagnosis`` reports: from the parts' input-seconds added up, not from their shares
@@ -43,14 +48,16 @@ LIMIT_METRICS = Metrics(
         "binding_limit",
         "name",
         "derived",
-        f"the limit that costs the most input-seconds ({', '.join(LIMITS)}), or none below {THRESHOLD:.0%}",
+        f"the limit that drops calls, else the costliest wait ({', '.join(LIMITS)}) from {THRESHOLD:.0%} of the "
+        "window's input-seconds, else none",
         kind="text",
     ),
-    Metric("binding_share", "share", "derived", "the binding limit's share of the input-seconds the load would hold"),
+    Metric("binding_share", "share", "derived", "the binding limit's share of the window's input-seconds (0 .. 1)"),
     *(
-        Metric(f"limit_share_{k}", "share", "derived", f"{k}'s share of the input-seconds the load would hold")
+        Metric(f"limit_share_{k}", "share", "derived", f"{k}'s share of the window's input-seconds (0 .. 1)")
         for k in sorted(LIMITS)
     ),
+    Metric("limit_share_none", "share", "derived", "the share of the window's input-seconds spent running"),
 )
 
 BACKLOG = Metric(
@@ -77,7 +84,8 @@ class Monitor:
         self.targets = targets
         self.dt = dt
         self.window = window
-        self.waited = dict.fromkeys(WAIT_LIMITS, 0.0)  # input-seconds spent pending in the window, by reason
+        # input-seconds of the window by what they went to: "running", or pending by the reason they wait
+        self.held = dict.fromkeys(("running", *WAIT_LIMITS), 0.0)
         self._backlog = [0] * len(targets)  # each target's samples with inputs pending, in a row up to now
         self._longest = 0  # the most such samples in a row of any target
         self.series: dict[str, list[float]] | None = (
@@ -101,8 +109,10 @@ class Monitor:
             pending += p
             containers += c
             started += t.started
-            if in_window and why is not None:
-                self.waited[why] += p * self.dt
+            if in_window:
+                self.held["running"] += r * self.dt
+                if why is not None:
+                    self.held[why] += p * self.dt
         self._longest = max(self._longest, max(self._backlog, default=0))
         if self.series is not None:
             for k, v in (
@@ -120,16 +130,24 @@ class Monitor:
         return self._longest * self.dt
 
 
-def diagnosis(waited: dict[str, float], lost: dict[str, float], capacity: float) -> dict:
-    """The binding limit and the shares it was chosen from: ``waited`` is the monitors' input-seconds pending by
-    reason, ``lost`` the callers' input-seconds lost to rejections by kind, ``capacity`` the input-seconds the load
-    would hold in flight over the window."""
-    shares = {w: waited[w] / capacity if capacity else 0.0 for w in WAIT_LIMITS}
+def diagnosis(held: dict[str, float], lost: dict[str, float], errors: dict[str, int]) -> dict:
+    """The binding limit and the shares it was chosen from: ``held`` is the monitors' input-seconds running and
+    pending by reason, ``lost`` the callers' input-seconds lost to rejections by kind, ``errors`` the failed calls by
+    kind."""
+    costs = {w: held.get(w, 0.0) for w in WAIT_LIMITS}
     for kind, limit in REJECTION_LIMITS.items():
-        shares[limit] = lost.get(kind, 0.0) / capacity if capacity else 0.0
-    limit, share = max(shares.items(), key=lambda kv: kv[1])
+        costs[limit] = lost.get(kind, 0.0)
+    total = held.get("running", 0.0) + sum(costs.values())
+    shares = {k: v / total if total else 0.0 for k, v in costs.items()}
+    dropping = [REJECTION_LIMITS[k] for k in REJECTION_LIMITS if errors.get(k)]
+    if dropping:  # calls were lost to a limit: it binds, however small its share
+        limit = max(dropping, key=lambda k: shares[k])
+    else:
+        limit = max(shares, key=lambda k: shares[k])
+        limit = limit if shares[limit] >= THRESHOLD else "none"
     return {
-        "binding_limit": limit if share >= THRESHOLD else "none",
-        "binding_share": share,
+        "binding_limit": limit,
+        "binding_share": shares.get(limit, 0.0),
         **{f"limit_share_{k}": v for k, v in sorted(shares.items())},
+        "limit_share_none": held.get("running", 0.0) / total if total else 0.0,
     }

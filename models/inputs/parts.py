@@ -39,6 +39,7 @@ from sim.rng import Streams
 from sim.scenario import ScenarioError
 
 MONITOR_DT = 0.5  # seconds between the monitor's samples (models/inputs/monitor.py) ...
+TAIL_STEPS = 10_000  # scaledown windows the idle tail may take (a pool with no load is down within a few)
 MONITOR_SAMPLES = 1000  # ... or longer, so that a long run takes at most this many
 
 # the metrics a part counts for itself (its callers, pools and clock), each part's added up
@@ -63,7 +64,28 @@ COUNTED = Metrics(
         "container_seconds",
         "container-s",
         "sum",
-        "what Modal bills: each container from its start (cold start included) to its removal",
+        "what Modal bills: each container from its start (cold start included) to its removal, idle or busy; the run "
+        "goes on past its last call, with no load, until its pools have scaled down (`billed_until_s`); what a pool "
+        "keeps with no load (min_containers) is billed to its pool's last removal",
+    ),
+    Metric(
+        "container_seconds_warmup",
+        "container-s",
+        "sum",
+        "the container-seconds before the window (the warm-up's share of the bill)",
+    ),
+    Metric(
+        "containers_mean",
+        "containers",
+        "sum",
+        "containers (starting or ready) over the window, time-averaged: what a steady load keeps billed",
+    ),
+    Metric(
+        "billed_until_s",
+        "s",
+        "max",
+        "when the last container above what the pools keep with no load was removed, each pool billed to its own "
+        "(the run's end if calls were still out)",
     ),
     BACKLOG,
     RUN["events"],
@@ -76,10 +98,9 @@ class Outcome:
     sent between processes)."""
 
     summary: CallSummary
-    waited: dict[str, float]  # input-seconds pending, by reason (the monitor's)
+    held: dict[str, float]  # input-seconds of the window running and pending by reason (the monitor's)
     series: dict[str, list[float]] | None
     lost: dict[str, float]  # input-seconds lost to rejections, by kind
-    capacity_per_s: float  # input-seconds per second the load holds in flight with nothing in its way (the run's)
     counted: dict  # the metrics of COUNTED, combined by their declared rules
     records: dict[str, np.ndarray] | None
     violations: list[str]  # what the part's Functions broke of their limits' bounds (models/inputs/invariants.py)
@@ -87,7 +108,7 @@ class Outcome:
     def absorb(self, other: Outcome) -> None:
         """Add the outcome of the next part (its records aside: ``simulate`` joins them)."""
         self.summary.absorb(other.summary)
-        for totals, more in ((self.waited, other.waited), (self.lost, other.lost)):
+        for totals, more in ((self.held, other.held), (self.lost, other.lost)):
             for k, v in more.items():
                 totals[k] = totals.get(k, 0) + v
         if self.series is not None and other.series is not None:
@@ -123,7 +144,10 @@ class Part:
         else:
             self.load.route(len(self.targets))
         dt = max(MONITOR_DT, sc.duration_s / MONITOR_SAMPLES)
-        self.monitor = Monitor(self.sim, self.targets, dt, (sc.warmup_s, sc.duration_s), keep_series=series)
+        self.window = (sc.warmup_s, sc.duration_s)
+        self.monitor = Monitor(self.sim, self.targets, dt, self.window, keep_series=series)
+        for t in self.targets:  # the window's container-seconds are kept apart: the steady cost is the window's
+            t.pool.marks = self.window
         self.load.begin()
         self.sim.run(until=sc.duration_s + sc.drain_s)  # or until its last call in flight is back
         self.summary = None
@@ -137,26 +161,55 @@ class Part:
             self.sim.run(until=end)
         self.load.settle()
 
-    def outcome(self) -> Outcome:
+    def outcome(self, tail: bool) -> Outcome:
+        """What the part left at the run's end; then, with ``tail`` (every call of the run is back), the idle tail is
+        billed (``_scale_down``)."""
         pools = [t.pool for t in self.targets]
-        return Outcome(
+        end = self.sim.now
+        out = Outcome(
             summary=self.summary or self.log.close_out(),
-            waited=dict(self.monitor.waited),
-            series=self.monitor.series,
+            held=dict(self.monitor.held),
+            series={k: list(v) for k, v in self.monitor.series.items()} if self.monitor.series else None,
             lost=dict(self.load.lost),
-            capacity_per_s=self.load.capacity(1.0),
             counted={
                 "rejections_by_kind": dict(self.load.rejections),
                 "containers_peak": sum(p.peak for p in pools),
                 "cold_starts": sum(p.cold_starts for p in pools),
-                "container_seconds": sum(p.container_seconds() for p in pools),
                 "backlog_longest_s": self.monitor.backlog_longest_s,
                 "events": self.sim.events,
             },
             records=self.log.arrays() if self.records else None,
-            violations=[v for t in self.targets for v in t.violations(self.sim.now)]
-            + (self.workspace.violations(self.sim.now) if self.workspace is not None else []),
+            violations=[v for t in self.targets for v in t.violations(end)]
+            + (self.workspace.violations(end) if self.workspace is not None else []),
         )
+        w0, w1 = self.window[0], min(self.window[1], end)  # (before the tail: the window's end may be the run's)
+        window = sum(p.container_seconds(w1) - p.container_seconds(w0) for p in pools)
+        out.counted.update(
+            container_seconds_warmup=sum(p.container_seconds(w0) for p in pools),
+            containers_mean=window / (w1 - w0) if w1 > w0 else 0.0,
+        )
+        if tail:
+            self._scale_down(pools, out.violations)
+        # each pool billed to its own last removal (the run's end if none): what it keeps with no load to then too
+        until = [max(end, p.changed_at) if tail else end for p in pools]
+        out.counted.update(
+            container_seconds=sum(p.container_seconds(t) for p, t in zip(pools, until, strict=True)),
+            billed_until_s=max(until, default=end),
+        )
+        return out
+
+    def _scale_down(self, pools: list, violations: list[str]) -> None:
+        """The idle tail: with every call back, run on with no load until each autoscaled pool keeps only what it
+        would with none (its scaledown window, then a decision)."""
+        auto = [p for p in pools if not p.fixed]
+        if not auto:
+            return
+        step = max(p.p.scaledown_window_s + 2 * p.p.interval_s for p in auto)
+        for _ in range(TAIL_STEPS):
+            if all(p.settled() for p in auto):
+                return
+            self.sim.run(until=self.sim.now + step)
+        violations.append(f"pools still above their floor {TAIL_STEPS:,} scaledown windows after the last call")
 
 
 # (outstanding, drained_at, reissue) of each part after its first phase: what the run's end is decided from
@@ -186,17 +239,18 @@ def _phases(
     series: bool,
     shortcuts: frozenset[str],
     built: Callable[[int], None],
-) -> Generator[Ends | list[Outcome], float, None]:
-    """The parts ``indices``: yields their ends after the first phase, is sent the run's end, yields their
-    outcomes. ``built(i)`` is told as part i finishes its first phase."""
+) -> Generator[Ends | list[Outcome], tuple[float, bool], None]:
+    """The parts ``indices``: yields their ends after the first phase, is sent the run's end and whether to bill
+    the idle tail (every call of every part back), yields their outcomes. ``built(i)`` is told as part i finishes
+    its first phase."""
     done = []
     for i in indices:
         done.append(Part(sc, seed, i, parts, records, series, shortcuts))
         built(i)
-    end = yield [(p.load.outstanding, p.load.drained_at, p.load.reissue) for p in done]
+    end, tail = yield [(p.load.outstanding, p.load.drained_at, p.load.reissue) for p in done]
     for p in done:
         p.extend(end)
-    yield [p.outcome() for p in done]
+    yield [p.outcome(tail) for p in done]
 
 
 def simulate(
@@ -223,7 +277,7 @@ def simulate(
             engine.PROGRESS = progress
         finish = phases.send
     end = run_end(sc, ends)
-    outcomes = finish(end)
+    outcomes = finish((end, not any(out for out, _, _ in ends)))
     total = outcomes[0]
     for more in outcomes[1:]:
         total.absorb(more)
@@ -241,7 +295,7 @@ def _on_processes(
     shortcuts: frozenset[str],
     jobs: int,
     built: Callable[[int], None],
-) -> tuple[Ends, Callable[[float], list[Outcome]]]:
+) -> tuple[Ends, Callable[[tuple[float, bool]], list[Outcome]]]:
     """The parts spread over ``jobs`` worker processes (forked), a contiguous block each: their ends, and a function
     that sends the run's end and returns every part's outcome, in part order."""
     jobs = min(jobs, n)
@@ -268,7 +322,7 @@ def _on_processes(
         _stop(workers)
         raise
 
-    def finish(end: float) -> list[Outcome]:
+    def finish(end: tuple[float, bool]) -> list[Outcome]:
         try:
             for _, conn in workers:
                 conn.send(end)

@@ -16,12 +16,12 @@ from sim.shortcuts import Shortcut, any_of, constant, one_of, zero
 # Every key of the load test's schema at the time these shapes were proven (not read from the schema: see above).
 KEYS = """
 approach load work duration_s warmup_s drain_s
-arrivals.rate arrivals.shape
+arrivals.rate arrivals.shape arrivals.start_s
 autoscaler.buffer_containers autoscaler.burst_aware autoscaler.cold_start autoscaler.interval_s
 autoscaler.launch_burst autoscaler.launch_rate_per_s autoscaler.max_containers autoscaler.min_containers
 autoscaler.program autoscaler.program_mode
 autoscaler.scaledown_window_s autoscaler.scaleup_step autoscaler.size_to
-batching.chunk_items batching.item_failure_prob batching.round_items
+batching.chunk_items batching.item_failure_prob batching.round_items batching.wait_s
 clients.api clients.backoff_base_s clients.backoff_max_s clients.connection_limit clients.count clients.in_flight
 clients.reissue clients.retry clients.streams
 function.containers function.copies function.max_inputs function.target_inputs
@@ -54,7 +54,10 @@ FIFO = Shortcut(
     "Function (one copy) called with .remote or .spawn, fed by steady Poisson arrivals through constant submit and "
     "result legs, no dispatch overhead, no input limits",
     {
-        **any_of("work duration_s warmup_s drain_s arrivals.rate function.max_inputs function.target_inputs"),
+        # (a steady shape has no time of its own: arrivals.start_s changes nothing)
+        **any_of(
+            "work duration_s warmup_s drain_s arrivals.rate arrivals.start_s function.max_inputs function.target_inputs"
+        ),
         # a fixed pool takes no decision and launches nothing: the autoscaler's keys change nothing
         **any_of(
             "autoscaler.buffer_containers autoscaler.burst_aware autoscaler.cold_start autoscaler.interval_s "

@@ -1,15 +1,24 @@
-"""Way 3: batching (domain.md §1). The Function takes a list and runs its items concurrently; each client sends
-rounds of ``round_items`` items as chunks of ``chunk_items`` (an input is a chunk); the next round starts when the
-whole round is back. A chunk finishes with its slowest item; if one item fails the whole chunk fails (an error of
-its items); a rejected chunk that is not retried raises and ends that client's loop."""
+"""Way 3: batching (domain.md §1). The Function takes a list and runs its items concurrently; an input is a chunk of
+items. A chunk finishes with its slowest item; if one item fails the whole chunk fails (an error of its items).
+
+Closed-loop clients (``load = "clients"``) send rounds of ``round_items`` items as chunks of ``chunk_items``; the next
+round starts when the whole round is back; a rejected chunk that is not retried raises and ends that client's loop.
+
+Open-loop arrivals (``load = "arrivals"``) are single calls that the caller gathers into chunks, as a service in front
+of the Function would: a chunk leaves when it holds ``chunk_items`` items or when its first item has waited
+``wait_s``, whichever comes first (the size-or-wait rule of modal's ``@modal.batched(max_batch_size, wait_ms)``, modal
+1.6.4 source; there the container gathers the batch and each call stays an input of its own, so it does not pass the
+accept limit; gathered by the caller, a chunk is one input, as in way 3). A chunk is issued when its first item
+arrived, so its response time, and its added latency, include the gathering wait: its first item's, the longest.
+"""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 from models.inputs.approaches.base import Approach
+from models.inputs.arrivals import OpenLoop
 from models.inputs.base import Scenario
 from models.inputs.clients import Load, Target
 from models.inputs.records import CallLog
@@ -23,6 +32,13 @@ class BatchingParams:
     round_items: int = param(1000, ge=1, le=10_000_000, source="reference load test: rounds of 1,000 items per client")
     chunk_items: int = param(32, ge=1, source="reference load test: chunks of 32 items (domain.md §1)")
     item_failure_prob: float = param(0.0, ge=0, le=1, doc="chance that one item fails, failing its whole chunk")
+    wait_s: float = param(
+        0.1,
+        ge=0,
+        le=3600,
+        source="assumption (a caller's choice, as @modal.batched's wait_ms); open-loop arrivals only",
+        doc="the longest a chunk's first item waits for the chunk to fill before it leaves anyway",
+    )
 
 
 class Batching(Approach):
@@ -31,8 +47,8 @@ class Batching(Approach):
     sections: ClassVar[dict[str, type]] = {"batching": BatchingParams}
 
     def check(self, sc: Scenario) -> None:
-        if sc.load != "clients":
-            raise ValueError('load: batching runs closed-loop rounds; use load = "clients"')
+        if sc.load == "trace":
+            raise ValueError("load: batching gathers closed-loop rounds or open-loop arrivals, not a trace")
 
     def parts(self, sc: Scenario) -> int:
         return 1  # rounds are one run (their clients' stop rule is the open loop's)
@@ -47,10 +63,13 @@ class Batching(Approach):
         part: int = 0,
         parts: int = 1,
     ) -> Load:
-        return BatchedRounds(sim, sc, log, streams, targets, self.style, self.http)
+        kind = BatchedArrivals if sc.load == "arrivals" else BatchedRounds
+        return kind(sim, sc, log, streams, targets, self.style, self.http)
 
     def ideal_calls_per_s(self, sc: Scenario) -> float:
-        """A round lasts as long as its slowest item (order statistics, domain.md §4)."""
+        """A round lasts as long as its slowest item (order statistics, domain.md §4); open loop: the rate."""
+        if sc.load == "arrivals":
+            return super().ideal_calls_per_s(sc)
         n = sc.batching.round_items
         return sc.clients.count * n / sc.work.expected_max(n)
 
@@ -79,10 +98,6 @@ class BatchedRounds(Load):
             fails = bool(self.bp.item_failure_prob) and self._chunk_fails(client, k)
             self.new_call(client, max(works), items=k, fails=fails)
 
-    def capacity(self, span: float) -> float:
-        """Input-seconds: a client holds its round's chunks in flight (the monitor counts pending chunks)."""
-        return self.cp.count * math.ceil(self.bp.round_items / self.bp.chunk_items) * span
-
     def _chunk_fails(self, client: int, k: int) -> bool:
         return bool(self._fail_rng[client].random() < 1.0 - (1.0 - self.bp.item_failure_prob) ** k)
 
@@ -94,3 +109,63 @@ class BatchedRounds(Load):
             self._stopped[client] = True
         if self._left[client] == 0 and self.env._now < self.duration and not self._stopped[client]:
             self._round(client)
+
+
+class BatchedArrivals(OpenLoop):
+    """Poisson arrivals of single calls gathered into chunks: a chunk leaves full, or when its first item has waited
+    ``wait_s`` (app copies: each copy its own chunks, the arrivals round robin)."""
+
+    def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
+        super().__init__(sim, sc, *args)
+        self.bp = sc.batching
+        self._fail_rng = self.streams.get("item_failure")
+        self._items: list[list[float]] = []  # each target's chunk being gathered: its items' work
+        self._opened: list[float] = []  # when its first item arrived
+        self._flush_cb = self._flush_due
+
+    def start(self) -> None:
+        self._items = [[] for _ in self.targets]
+        self._opened = [0.0] * len(self.targets)
+        super().start()
+
+    def _arrive(self, _arg: None) -> None:
+        now = self.env._now
+        target = self._arrivals % len(self.targets)
+        self._arrivals += 1
+        self._arrival(target, now)
+        nxt = now + self._gap()
+        if nxt < self.duration:
+            self._call_at(nxt, self._arrive_cb)
+
+    def _arrival(self, target: int, now: float) -> None:
+        items = self._items[target]
+        if not items:  # a new chunk: outstanding from its first item on, so that the run waits for it
+            self._opened[target] = now
+            self.outstanding += 1
+            self.sim.call_at(now + self.bp.wait_s, self._flush_cb, (target, now))
+        items.append(self.work())
+        if len(items) >= self.bp.chunk_items:
+            self._flush(target)
+
+    def _flush_due(self, arg: tuple[int, float]) -> None:
+        target, first = arg
+        if self._items[target] and self._opened[target] == first:  # not sent full in the meantime
+            self._flush(target)
+
+    def _flush(self, target: int) -> None:
+        works = self._items[target]
+        self._items[target] = []
+        k = len(works)
+        p = self.bp.item_failure_prob
+        fails = bool(p) and bool(self._fail_rng.random() < 1.0 - (1.0 - p) ** k)
+        call = self._new(target, self._opened[target], max(works))
+        if k != 1:
+            self.log.items[call] = k
+        if fails:
+            self.log.kind[call] = "item_failed"
+        if self._submit is not None:
+            self._submit(call)
+        else:
+            kind = self.targets[target].submit(call, self.style)
+            if kind is not None:
+                self._rejected(call, kind)

@@ -1,0 +1,182 @@
+"""The capacity plan as a page (experiments/plan.py computes it): the answer, the ways compared, the frontier of cost
+per hour against p99 over every configuration simulated, and each way's use of its limits against the headroom line.
+Self-contained HTML (figures embedded, opens offline), styled, with fixed colours per way and per limit."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
+
+from experiments import plan as plan_
+from experiments.plots import LIMIT_COLOURS, WAY_COLOURS
+
+STYLE = (
+    "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;"
+    "padding:0 1em;color:#1d2430;line-height:1.45}"
+    "h1{font-size:1.6em;margin-bottom:.2em}"
+    "h2{font-size:1.2em;margin-top:1.8em;border-bottom:1px solid #e3e6ea;padding-bottom:.2em}"
+    ".answer{background:#eef6ee;border-left:4px solid #55a868;padding:.8em 1em;border-radius:4px}"
+    ".none{background:#fbeeee;border-left-color:#c44e52}"
+    "table{border-collapse:collapse;font-size:13px;width:100%}"
+    "th,td{border-bottom:1px solid #e3e6ea;padding:5px 8px;text-align:right;vertical-align:top}"
+    "th{background:#f5f7f9} td:first-child,th:first-child,td.text{text-align:left}"
+    ".yes{color:#2e7d32;font-weight:600} .no{color:#b23b3b}"
+    ".dot{display:inline-block;width:.8em;height:.8em;border-radius:50%;margin-right:.4em;vertical-align:-.05em}"
+    "img{max-width:100%} figure{margin:1.2em 0} figcaption{color:#667;font-size:12px} .muted{color:#667;font-size:13px}"
+)
+
+
+def _png(fig: plt.Figure, path: Path) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    data = base64.b64encode(buf.getvalue()).decode()
+    return f'<img alt="{path.stem}" src="data:image/png;base64,{data}">'
+
+
+def _money(v: float, _pos: Any = None) -> str:
+    return f"${v:,.2f}" if abs(v) >= 1 else f"${v:.3g}"
+
+
+def frontier(out: dict, every: list[plan_.Option], path: Path) -> str:
+    """Cost per hour against p99 of every configuration simulated, by way; the answer ringed; the p99 limit."""
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for way, colour in WAY_COLOURS.items():
+        pts = [o for o in every if o.way == way and math.isfinite(o.mean("cost_per_hour"))]
+        pts = [o for o in pts if math.isfinite(o.mean("added_latency_p99_s"))]
+        if not pts:
+            continue
+        for meets in (False, True):
+            some = [o for o in pts if o.meets == meets]
+            if not some:
+                continue
+            ax.scatter(
+                [o.mean("cost_per_hour") for o in some],
+                [o.mean("added_latency_p99_s") for o in some],
+                color=colour,
+                s=60 if meets else 24,
+                edgecolors="black" if meets else colour,
+                alpha=0.9,
+                label=f"{way} (meets)" if meets else f"{way} (fails)",
+            )
+    a = out["answer"]
+    if a:
+        ax.scatter(
+            [a["cost_per_hour"]],
+            [a["figures"]["added_latency_p99_s"]["mean"]],
+            s=260,
+            facecolors="none",
+            edgecolors="black",
+            linewidths=2,
+            label="answer",
+        )
+    ax.axhline(out["p99_limit"], color="#c44e52", ls="--", lw=1, label=f"p99 limit {out['p99_limit']:g} s")
+    ax.set_xlabel("cost per hour at steady state")
+    ax.set_ylabel("added latency p99, s (mean over seeds)")
+    ax.xaxis.set_major_formatter(FuncFormatter(_money))
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("Every configuration simulated: cost against p99 (large, outlined: meets)")
+    return _png(fig, path / "frontier.png")
+
+
+def headroom(out: dict, path: Path) -> str:
+    """Each way's use of each limit at the target rate, against the line of 1 − headroom."""
+    ways = out["ways"]
+    limits = [k for k in LIMIT_COLOURS if any(k in r["limits_used"] for r in ways)]
+    fig, ax = plt.subplots(figsize=(8, 0.6 + 0.55 * len(ways) * max(1, len(limits)) / 2))
+    height = 0.8 / max(1, len(limits))
+    for i, r in enumerate(ways):
+        for j, k in enumerate(limits):
+            v = r["limits_used"].get(k)
+            if v is None:
+                continue
+            y = i + (j - (len(limits) - 1) / 2) * height
+            ax.barh(y, min(v, 2.0), height=height * 0.9, color=LIMIT_COLOURS[k], label=k if i == 0 else None)
+            if v > 2.0:
+                ax.text(2.0, y, f" {v:.0%}", va="center", fontsize=7)
+    ax.axvline(1 - out["headroom"], color="#c44e52", ls="--", lw=1, label=f"{1 - out['headroom']:.0%}: the most used")
+    ax.axvline(1.0, color="black", lw=0.8)
+    ax.set_yticks(range(len(ways)), [f"{r['way']}: {plan_._config(r)}" for r in ways])
+    ax.invert_yaxis()
+    ax.set_xlim(0, 2.1)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0%}"))
+    ax.set_xlabel("share of the limit used at the target rate")
+    handles, labels = ax.get_legend_handles_labels()
+    seen = dict(zip(labels, handles, strict=True))
+    ax.legend(seen.values(), seen.keys(), fontsize=7, loc="lower right")
+    ax.set_title("Headroom: each limit's use by the chosen configuration of each way")
+    ax.grid(True, axis="x", alpha=0.3)
+    return _png(fig, path / "headroom.png")
+
+
+def _table(out: dict) -> str:
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "way",
+            "configuration",
+            "meets",
+            "calls/s",
+            "p99 added, s",
+            "containers",
+            "$/hour",
+            "$/month",
+            "warm-up $",
+            "binds",
+            "headroom",
+        )
+    )
+    rows = []
+    for r in out["ways"]:
+        f = r["figures"]
+        dot = f'<span class="dot" style="background:{WAY_COLOURS[r["way"]]}"></span>'
+        meets = '<span class="yes">yes</span>' if r["meets"] else f'<span class="no">no: {html.escape(r["why"])}</span>'
+        cells = [
+            f"{dot}{r['way']}",
+            plan_._config(r),
+            meets,
+            plan_._range(f.get("calls_per_s"), "{:,.0f}"),
+            plan_._range(f.get("added_latency_p99_s")),
+            plan_._range(f.get("containers_mean"), "{:,.1f}"),
+            plan_._range(f.get("cost_per_hour"), "${:,.2f}"),
+            f"${r['cost_per_month']:,.0f}" if math.isfinite(r["cost_per_month"]) else "—",
+            plan_._range(f.get("cost_usd_warmup"), "${:,.3g}"),
+            html.escape(r["binding_limit"]),
+            plan_.headroom_text(r),
+        ]
+        rows.append("<tr>" + "".join(f'<td class="{"text" if i == 2 else ""}">{c}</td>' for i, c in enumerate(cells)))
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def page(out: dict, every: list[plan_.Option], path: Path) -> Path:
+    """Write plan.html (and its PNGs) under ``path``; return the page."""
+    lines = plan_.words(out)
+    a = out["answer"]
+    answer = html.escape(lines[1].removeprefix("Answer: "))
+    box = f'<p class="answer{"" if a else " none"}"><strong>Answer.</strong> {answer}</p>'
+    head = f'<meta charset="utf-8"><title>Capacity plan</title><style>{STYLE}</style>'
+    body = f"""<!doctype html><html><head>{head}</head><body><h1>Capacity plan</h1><p>{html.escape(lines[0])}</p>{box}
+<h2>The ways compared</h2>{_table(out)}
+<p class="muted">{html.escape(lines[-1].strip())}</p>
+<h2>Cost against latency</h2><figure>{frontier(out, every, path)}<figcaption>frontier.png</figcaption></figure>
+<h2>Headroom</h2><figure>{headroom(out, path)}<figcaption>headroom.png</figcaption></figure>
+<h2>The Function as described</h2><p class="muted">scenario {html.escape(str(out["scenario"]))}, settings
+{html.escape(", ".join(out["sets"]))}</p></body></html>"""
+    target = path / "plan.html"
+    target.write_text(body)
+    return target
