@@ -217,9 +217,18 @@ def smallest(sim: Simulator, key: str, check: Callable[[Evaluation], None], fixe
 def capacity(sim: Simulator, rate: float, p99: float, knob: str) -> dict:
     key = KNOBS[knob]
     fixed = {"load": "arrivals", "arrivals.rate": rate}
-    best, seen = smallest(sim, key, latency_ok(p99, rate), fixed)
+    check = latency_ok(p99, rate)
+    best, seen = smallest(sim, key, check, fixed)
+    if best is not None and best + 1 not in seen and best < MAX_KNOB:  # one more may cost less (pools per copy)
+        seen[best + 1] = sim.evaluate({**fixed, key: best + 1})
+        check(seen[best + 1])
     question = f"the fewest {knob} for {rate:g} calls/s with added-latency p99 <= {p99:g} s and no errors"
-    return answer(question, best, seen, key)
+    out = answer(question, best, seen, key)
+    passing = [v for v in sorted(seen) if seen[v].meets]
+    if passing:
+        cheapest = min(passing, key=lambda v: seen[v].mean("cost_per_hour"))
+        out["cheapest"] = {key: cheapest, **_row(seen[cheapest])}
+    return out
 
 
 def peak_window(sim: Simulator, shape: str) -> dict:

@@ -11,6 +11,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from experiments.cli import human
+
 
 def words(out: dict) -> list[str]:
     """The answer in plain words and a table."""
@@ -26,10 +28,17 @@ def words(out: dict) -> list[str]:
             + (f", all back in {_ci(m, 'first_n_back_s', 's')}" if m.get("first_n_back_s", {}).get("mean") else "")
             + f"; binding limit: {c['binding_limit']}"
         )
+        steady = f"{human(c['cost_per_hour'], '$/h')} at steady state; " if not is_drain(out) else ""
         lines.append(
-            f"  cost: ${c['cost_per_hour']:,.2f}/h at steady state; this run {_num(c['container_seconds'])} "
-            f"container-seconds, ${c['cost_usd']:.4g} (billed to each container's removal) at {out['billing']}"
+            f"  cost: {steady}this run {_num(c['container_seconds'])} container-seconds, "
+            f"{human(c['cost_usd'], '$')} (billed to each container's removal) at {out['billing']}"
         )
+        cheap = out.get("cheapest")
+        if cheap and cheap["config"] != c["config"]:
+            lines.append(
+                f"  cheaper per hour of those simulated: {_settings({k: cheap[k] for k in out['answer']})}, "
+                f"{human(cheap['cost_per_hour'], '$/h')} (this answer {human(c['cost_per_hour'], '$/h')})"
+            )
         if "uncertainty" in out:
             u = out["uncertainty"]
             spans = [f"{k} {_g(r['low'])} .. {_g(r['high'])}" for k, r in u["ranges"].items() if k != "errors_total"]
@@ -60,12 +69,17 @@ def words(out: dict) -> list[str]:
     return lines
 
 
+def is_drain(out: dict) -> bool:
+    """A drain's answer: a one-off burst, no steady state to price per hour."""
+    return "first_n_back_s" in (out.get("answer") or {})
+
+
 def _g(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
 def _settings(d: dict | None) -> str:
-    return ", ".join(f"{k}={v}" for k, v in (d or {}).items())
+    return ", ".join(f"{k}={human(v) if isinstance(v, float) else v}" for k, v in (d or {}).items())
 
 
 def _num(x: float | None) -> str:
@@ -88,8 +102,11 @@ def frontier_report(out: dict, every: list[Any], path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
-    pts = [(e.mean("container_seconds"), e.mean("added_latency_p99_s"), e) for e in every]
+    from experiments.plan_page import STYLE
+
+    pts = [(e.mean("cost_usd"), e.mean("added_latency_p99_s"), e) for e in every]
     pts = [p for p in pts if math.isfinite(p[0]) and math.isfinite(p[1])]
     pareto, best_latency = [], math.inf
     for cs, lat, e in sorted(pts, key=lambda p: (p[0], p[1])):
@@ -105,7 +122,7 @@ def frontier_report(out: dict, every: list[Any], path: Path) -> Path:
         if out["chosen"]:
             c = out["chosen"]
             ax.scatter(
-                [c["container_seconds"]],
+                [c["cost_usd"]],
                 [c["metrics"]["added_latency_p99_s"]["mean"]],
                 s=120,
                 facecolors="none",
@@ -117,9 +134,12 @@ def frontier_report(out: dict, every: list[Any], path: Path) -> Path:
         limit = out.get("p99_limit")
         if limit:
             ax.axhline(limit, color="C3", ls="--", lw=1, label=f"p99 limit {limit:g} s")
-        ax.set_xlabel("container-seconds (cost)")
+        ax.set_xlabel("cost of the run, billed to each container's removal")
         ax.set_ylabel("added latency p99, s (mean over seeds)")
         ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: human(v, "$")))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
         ax.set_title("Autoscaler settings: latency against cost")
@@ -129,9 +149,9 @@ def frontier_report(out: dict, every: list[Any], path: Path) -> Path:
     finally:
         plt.close(fig)
     rows = "".join(
-        f"<tr><td>{html.escape(_settings(e.settings()))}</td><td>{lat:.3g}</td><td>{cs:,.0f}</td>"
-        f"<td>{e.mean('cost_usd'):.4g}</td></tr>"
-        for cs, lat, e in pareto
+        f"<tr><td>{html.escape(_settings(e.settings()))}</td><td>{lat:.3g}</td>"
+        f"<td>{_num(e.mean('container_seconds'))}</td><td>{human(cost, '$')}</td></tr>"
+        for cost, lat, e in pareto
     )
     lines = words(out)
     body = "".join(f"<p>{html.escape(line)}</p>" for line in lines if line.strip() and not line.startswith("|"))
@@ -143,11 +163,11 @@ def frontier_report(out: dict, every: list[Any], path: Path) -> Path:
         for i, row in enumerate(cells)
     )
     page = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>What-if: autoscaler</title></head><body>"
-        f"<h1>What-if: autoscaler settings</h1>{body}"
-        f"<h2>The options</h2><table border='1'>{options}</table>"
+        f"<!doctype html><html><head><meta charset='utf-8'><title>What-if: autoscaler</title><style>{STYLE}</style>"
+        f"</head><body><h1>What-if: autoscaler settings</h1>{body}"
+        f"<h2>The options</h2><table>{options}</table>"
         f"<h2>Latency against cost</h2><img src='data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}'>"
-        "<h2>The frontier</h2><table border='1'><tr><th>configuration</th><th>p99 added (s)</th>"
+        "<h2>The frontier</h2><table><tr><th>configuration</th><th>p99 added (s)</th>"
         f"<th>container-s</th><th>cost $</th></tr>{rows}</table></body></html>"
     )
     (path / "whatif.html").write_text(page)

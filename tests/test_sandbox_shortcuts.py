@@ -121,6 +121,12 @@ def bursts(draw: st.DrawFn, **fixed: st.SearchStrategy) -> dict:
             "lease_interval_s": draw(st.floats(0.5, 20.0)),
             "writes_per_pod": draw(st.integers(2, 4)),
         }
+    # a burst the fleet cannot hold at once retries its placements every few milliseconds until slots free up: its
+    # first half second exercises that path; ten seconds of it is millions of retries (minutes of a test's time)
+    f, sb = tree["fleet"], tree["sandboxes"]
+    slots = f["workers"] * min(f["worker_cpu"] // sb["cpu"], f["worker_memory_gib"] // sb["memory_gib"])
+    if sb["count"] > slots and not f["allow_overload"]:
+        tree["horizon_s"] = min(tree["horizon_s"], 0.5)
     return tree
 
 
