@@ -20,7 +20,8 @@ Headroom: at the target rate no limit may be used beyond 1 − ``--headroom`` of
 Function the accept rate (200/s sync, 1,500/s async; a chunk is one input), the start rate (its ceiling), the
 in-system cap (Little's law: calls in flight), ``max_containers`` (the window's mean containers) and the workspace
 cap. A way whose limits cannot be met at any scale says which limit, and by how much. A shaped demand is sized on its
-busiest window of the run's length (``Shape.peak_window``), and the plan says so. Each figure is the mean over
+busiest window of the run's length (``Shape.peak_window``), a trace (``--trace``) on its busiest minutes, and the
+plan says so. Each figure is the mean over
 ``--seeds`` with its range (least .. greatest over seeds, or with ``--uncertainty`` over the calibration's plausible
 models × seeds: experiments/uncertainty.py); cost per hour is the steady window's (``cost_per_hour``), per month ×
 730 h, the warm-up's apart (``cost_usd_warmup``).
@@ -158,7 +159,9 @@ def _s(value: float, limit: float) -> str:
     return f"{value!r} s"
 
 
-def demand_label(rate: float, shape: str, window: dict | None) -> str:
+def demand_label(rate: float, shape: str, window: dict | None, trace: str | None = None) -> str:
+    if trace is not None:
+        return f"the trace {trace}, sized on {window['said']}"
     if parse_shape(shape).kind == "steady":
         return f"{rate:,.0f} calls/s"
     return f"{rate:,.0f} calls/s × {shape}, sized on {window['said']}" if window else f"{rate:,.0f} calls/s × {shape}"

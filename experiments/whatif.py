@@ -23,6 +23,7 @@ a calibrated parameter file (calibration.fit ``--out``), ``--set`` any scenario 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -388,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         "--shape", help="the demand's shape (arrivals.shape; plan: default steady; autoscaler: daily(0.3, 0.2))"
     )
     p.add_argument("--p50", help="plan: an added-latency p50 limit too, s")
+    p.add_argument("--trace", help="plan: the demand as an Azure per-minute trace (its busiest stretch), not --rate")
     p.add_argument("--headroom", default=str(plan_.HEADROOM), help="plan: the share of every limit kept free")
     p.add_argument("--chunk", default="32", help="plan: batching's items per chunk (default 32)")
     p.add_argument("--ways", default=",".join(plan_.WAYS), help="plan: the ways to compare (default all five)")
@@ -475,9 +477,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _plan(args: Any, sim: Simulator, p99: float, shape: str, jobs: int) -> int:
     """The plan question: every way compared (experiments/plan.py), in words or JSON, and its page with ``--out``."""
-    if args.rate is None:
-        raise ScenarioError("--rate: plan needs the calls/s to serve")
-    rate = positive("--rate")(args.rate)
+    if args.rate is None and args.trace is None:
+        raise ScenarioError("--rate: plan needs the calls/s to serve (or --trace, a per-minute invocation trace)")
     p50 = positive("--p50")(args.p50) if args.p50 is not None else None
     headroom = float(args.headroom) if _is_number(args.headroom) else math.nan
     if not 0 <= headroom < 1:
@@ -486,9 +487,14 @@ def _plan(args: Any, sim: Simulator, p99: float, shape: str, jobs: int) -> int:
     ways = [w.strip() for w in args.ways.split(",") if w.strip()]
     if not ways or set(ways) - set(plan_.WAYS):
         raise ScenarioError(f"--ways: a list of {', '.join(plan_.WAYS)}, got {args.ways!r}")
-    fixed: dict[str, Any] = {"load": "arrivals", "arrivals.rate": rate, "arrivals.shape": shape}
     window = None
-    if parse_shape(shape).kind != "steady":
+    if args.trace is not None:  # the trace's busiest stretch of the run's length, replayed
+        fixed, window = busiest_minutes(sim, args.trace)
+        rate = window["rate"]
+    else:
+        rate = positive("--rate")(args.rate)
+        fixed = {"load": "arrivals", "arrivals.rate": rate, "arrivals.shape": shape}
+    if args.trace is None and parse_shape(shape).kind != "steady":
         window = peak_window(sim, shape)
         fixed["arrivals.start_s"] = window["start_s"]
     sim.expect(sim.seeds * (3 + 2 * 3 * len(ways) // 5))
@@ -503,7 +509,7 @@ def _plan(args: Any, sim: Simulator, p99: float, shape: str, jobs: int) -> int:
         del answer
     sim.close()
     out.update(
-        demand=plan_.demand_label(rate, shape, window),
+        demand=plan_.demand_label(rate, shape, window, args.trace),
         window=window,
         billing=sim.sc.billing.describe(),
         simulations=sim.runs,
@@ -518,6 +524,30 @@ def _plan(args: Any, sim: Simulator, p99: float, shape: str, jobs: int) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         print(f"report: {plan_page.page(out, every, args.out)}", file=sys.stderr)
     return 0
+
+
+def busiest_minutes(sim: Simulator, path: str) -> tuple[dict[str, Any], dict]:
+    """The settings that replay a trace's busiest stretch of the run's length, and what it is (its mean rate)."""
+    trace = dataclasses.replace(sim.sc.trace, path=path, start_minute=0)
+    try:
+        counts = trace.counts()
+    except ValueError as e:
+        raise ScenarioError(f"--trace: {e}") from None
+    minutes = max(1, math.ceil(sim.sc.duration_s / 60.0))
+    if len(counts) < minutes:
+        raise ScenarioError(f"--trace: {path} has {len(counts)} minutes, the run {minutes}")
+    sums = np.convolve(counts, np.ones(minutes), mode="valid")
+    start = int(np.argmax(sums))
+    rate = float(sums[start]) / (minutes * 60.0)
+    if not rate > 0:
+        raise ScenarioError(f"--trace: {path} has no invocations")
+    window = {
+        "start_s": start * 60.0,
+        "length_s": minutes * 60.0,
+        "rate": rate,
+        "said": f"its busiest {minutes} minutes (from minute {start}: {rate:,.4g} calls/s on average)",
+    }
+    return {"load": "trace", "trace.path": path, "trace.start_minute": start}, window
 
 
 def _is_number(text: str) -> bool:

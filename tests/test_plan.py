@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -185,3 +186,16 @@ def test_an_unstable_point_is_flagged_not_averaged():
     s = report.summarize(pd.DataFrame(rows), None, "binding_limit").set_index("point")
     assert s.loc[0, "unstable"] == "" and s.loc[0, "binding_agreement"] == pytest.approx(2 / 3)
     assert "seed 2" in s.loc[1, "unstable"] and s.loc[1, "binding_agreement"] == 1.0
+
+
+def test_a_plan_for_a_trace_is_sized_on_its_busiest_minutes():
+    from models.inputs.demand import read_azure
+
+    trace = str(Path(__file__).resolve().parent.parent / "experiments" / "demand" / "azure-sample.csv")
+    sets = {"duration_s": 120, "warmup_s": 30, "work": "constant(0.5)", "function.max_inputs": 10}
+    out = api.whatif("plan", trace=trace, p99=2, seeds=1, jobs=1, ways="remote", set=sets)
+    counts = read_azure(trace)
+    two = counts[:-1] + counts[1:]  # every stretch of the run's two minutes
+    assert out["window"]["start_s"] == 60 * int(np.argmax(two))
+    assert out["rate"] == pytest.approx(two.max() / 120)
+    assert out["answer"]["way"] == "remote" and out["answer"]["config"]["trace.start_minute"] == int(np.argmax(two))
