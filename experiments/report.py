@@ -96,7 +96,7 @@ def _unstable(seeds: pd.DataFrame) -> str:
     if spread <= UNSTABLE:
         return ""
     low, high = seeds.loc[x.idxmin(), "seed"], seeds.loc[x.idxmax(), "seed"]
-    return f"calls/s {x.min():,.4g} (seed {low}) to {x.max():,.4g} (seed {high}): {spread:.0%} of the median"
+    return f"calls/s {human(x.min())} (seed {low}) to {human(x.max())} (seed {high}): {spread:.0%} of the median"
 
 
 def scenario_of(row: pd.Series):
