@@ -223,9 +223,10 @@ def plan(
         chosen[way] = min(passing, key=lambda o: o.mean("cost_per_hour")) if passing else tried[-1]
     ranked = sorted(chosen.values(), key=lambda o: (not o.meets, o.mean("cost_per_hour")))
     best = ranked[0] if ranked and ranked[0].meets else None
+    rows = {w: chosen[w].row() for w in ways}
     out = {
-        "answer": best.row() if best else None,
-        "ways": [chosen[w].row() for w in ways],
+        "answer": rows[best.way] if best else None,  # the same row as the table's
+        "ways": [rows[w] for w in ways],
         "headroom": headroom,
         "rate": rate,
         "p99_limit": p99,
@@ -302,7 +303,11 @@ def words(out: dict) -> list[str]:
             f"{_range(f.get('cost_per_hour'), '${:,.2f}')} | ${r['cost_per_month']:,.0f} | "
             f"{r['binding_limit']}{agree} | {headroom_text(r)} |"
         )
-    ranges = "plausible models × seeds" if out["answer"] and "uncertainty" in out["answer"] else "seeds"
+    ranges = (
+        "seeds (the answer's: plausible models × seeds)"
+        if out["answer"] and "uncertainty" in out["answer"]
+        else "seeds"
+    )
     lines.append(
         f"\n{out['simulations']} simulations, {out['seeds']} seeds each; ranges (low .. high) over {ranges}; "
         "$/h: the window's mean containers × the price; headroom: 1 − the most used limit's share."

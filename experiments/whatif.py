@@ -73,12 +73,13 @@ KNOBS = {
 MAX_KNOB = 4096  # the doubling search gives up beyond this many
 # Per question, scenario keys set before --set (which overrides them): a window past the first cold starts for a
 # steady rate; a day for the daily shape, one input per container (each container its own slot, so scaling shows);
-# an hour's window for a drain (the run ends when every call is back).
+# an hour's window for a drain (the run ends when every call is back); for a plan's steady cost, a warm-up past the
+# start-up's extra containers (launched while the first cold starts run, kept idle for the 60 s scaledown window).
 DEFAULTS = {
     "capacity": ("duration_s=120", "warmup_s=30"),
     "autoscaler": ("duration_s=86400", "warmup_s=0", "function.max_inputs=1"),
     "drain": ("duration_s=3600", "warmup_s=0"),
-    "plan": ("duration_s=120", "warmup_s=30"),
+    "plan": ("duration_s=210", "warmup_s=90"),
 }
 
 
@@ -500,13 +501,11 @@ def _plan(args: Any, sim: Simulator, p99: float, shape: str, jobs: int) -> int:
     sim.expect(sim.seeds * (3 + 2 * 3 * len(ways) // 5))
     out, every = plan_.plan(sim.evaluate, sim.sc, rate, p99, p50, headroom, chunk, ways, fixed)
     if args.uncertainty and out["answer"]:  # the answer under every plausible model: its ranges
-        best = out["answer"]
-        answer = Evaluation(best["config"])
+        best = out["answer"]  # (the answer's row of the table too)
         u = robustness(sim, {"chosen": {"config": best["config"]}}, None, jobs)
         for k, r in u["ranges"].items():
             best["figures"][k] = {"mean": r["central"], "low": r["low"], "high": r["high"]}
         best["uncertainty"] = {k: v for k, v in u.items() if k != "ranges"}
-        del answer
     sim.close()
     out.update(
         demand=plan_.demand_label(rate, shape, window, args.trace),
