@@ -60,10 +60,14 @@ class OpenLoop(Load):
             self._arrivals += 1
         call = self._new(client, now, self.work())
         self.outstanding += 1
+        self._issue(call, client)
+
+    def _issue(self, call: int, target: int) -> None:
+        """Send ``call`` to target ``target`` (through the submit leg, if any)."""
         if self._submit is not None:
             self._submit(call)
         else:
-            kind = self.targets[client].submit(call, self.style)
+            kind = self.targets[target].submit(call, self.style)
             if kind is not None:
                 self._rejected(call, kind)
 

@@ -163,9 +163,4 @@ class BatchedArrivals(OpenLoop):
             self.log.items[call] = k
         if fails:
             self.log.kind[call] = "item_failed"
-        if self._submit is not None:
-            self._submit(call)
-        else:
-            kind = self.targets[target].submit(call, self.style)
-            if kind is not None:
-                self._rejected(call, kind)
+        self._issue(call, target)
