@@ -1,0 +1,36 @@
+"""``python -m calibration.standin [--params FILE] [--port N] [--proxy-port N]``: run the Modal stand-in."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from calibration.standin.platform import PARAMS, Params
+from calibration.standin.server import serve
+from experiments.cli import ArgParser, main_guard
+from sim.scenario import ScenarioError
+
+PROG = "python -m calibration.standin"
+
+
+def run(argv: list[str] | None) -> int:
+    p = ArgParser(prog=PROG, description="A local stand-in for Modal's API (gRPC on 127.0.0.1).")
+    p.add_argument("--params", type=Path, default=PARAMS, help=f"the platform's parameters (default {PARAMS.name})")
+    p.add_argument("--port", type=int, default=0, help="the gRPC port (default: a free one)")
+    p.add_argument("--proxy-port", type=int, default=0, help="the HTTP proxy's port (default: a free one)")
+    args = p.parse_args(argv)
+    try:
+        params = Params.load(args.params)
+    except (OSError, ValueError) as e:
+        raise ScenarioError(f"--params {args.params}: {e}") from None
+    asyncio.run(serve(params, args.port, args.proxy_port))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return main_guard(PROG, lambda: run(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,392 @@
+"""The stand-in's platform, in wall time: each deployed Function's input plane, its containers and its autoscaler.
+
+The mechanisms are the simulator's (docs/sources.md §1, models/inputs/function.py), run for real with known
+parameters (``Params``, from a parameter file; calibration/standin/params.toml), so that a fit of the traces taken
+through the real modal client can be checked against the truth:
+
+- **accepted**: an input is accepted under a token bucket per Function and call style (``.remote`` sync,
+  ``.spawn`` async: ``limits.*_accept_rate``/``_burst``) and a cap on the inputs pending (``limits.*_pending_cap``);
+  past either the call is rejected with gRPC RESOURCE_EXHAUSTED and Modal's own texts ("Input rate limit (200/s)
+  exceeded for function …", "Function … reached pending input queue limit (2000)").
+- **started**: a pending input starts on a container with a free slot (``max_inputs`` per container,
+  ``@modal.concurrent``) under the start limit, a token bucket (``limits.start_rate``, ``limits.start_burst``).
+  A batched Function (``@modal.batched``) starts up to ``max_batch_size`` pending inputs as one call, waiting up to
+  ``wait_ms`` for a batch to fill.
+- **containers**: worker processes (calibration/standin/container.py) running the app's own code; a container is
+  ready ``autoscaler.cold_start_s`` after its launch at the earliest (later if its process is slower).
+- **the autoscaler** decides every ``autoscaler.interval_s``: containers for the inputs running and pending at
+  ``target_inputs`` (else ``max_inputs``) each, between ``min_containers`` and ``max_containers``; a container idle
+  for ``autoscaler.scaledown_window_s`` is stopped.
+- **overheads**: an input becomes pending ``overhead.submit_s`` after it is accepted, and its output visible
+  ``overhead.result_s`` after its container returns it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import math
+import os
+import pickle
+import socket
+import sys
+import time
+import tomllib
+from collections import deque
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+CONTAINER_SCRIPT = Path(__file__).resolve().parent / "container.py"
+PROJECT = Path(__file__).resolve().parents[2]  # hidden from containers: they see only what an app ships
+PARAMS = Path(__file__).resolve().parent / "params.toml"
+SYNC, ASYNC = "sync", "async"
+
+
+class Rejected(Exception):
+    """An input past a limit (gRPC RESOURCE_EXHAUSTED with Modal's text)."""
+
+
+@dataclass(frozen=True)
+class Params:
+    """The platform's known parameters (the simulator's keys; calibration/standin/params.toml)."""
+
+    sync_accept_rate: float = 200.0
+    sync_accept_burst: float = 1000.0
+    sync_pending_cap: int = 2000
+    async_accept_rate: float = 1500.0
+    async_accept_burst: float = 8000.0
+    async_pending_cap: int = 1_000_000
+    start_rate: float = 533.0
+    start_burst: float = 17.6
+    interval_s: float = 1.0
+    cold_start_s: float = 1.0
+    scaledown_window_s: float = 60.0
+    submit_s: float = 0.0
+    result_s: float = 0.0
+    proxy_latency_s: float = 0.0
+
+    SECTIONS = {
+        "limits": ("sync_accept_rate", "sync_accept_burst", "sync_pending_cap", "async_accept_rate",
+                   "async_accept_burst", "async_pending_cap", "start_rate", "start_burst"),
+        "autoscaler": ("interval_s", "cold_start_s", "scaledown_window_s"),
+        "overhead": ("submit_s", "result_s"),
+        "server": ("proxy_latency_s",),
+    }  # fmt: skip
+
+    @classmethod
+    def load(cls, path: Path = PARAMS) -> Params:
+        """The parameters of a TOML file of the sections above (every key optional; an unknown one is an error)."""
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+        values: dict[str, Any] = {}
+        for section, table in data.items():
+            if section not in cls.SECTIONS or not isinstance(table, dict):
+                raise ValueError(f"{path}: unknown section [{section}] (known: {', '.join(cls.SECTIONS)})")
+            for key, value in table.items():
+                if key not in cls.SECTIONS[section]:
+                    raise ValueError(f"{path}: unknown key {section}.{key}")
+                if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+                    raise ValueError(f"{path}: {section}.{key} must be a finite number ≥ 0, got {value!r}")
+                values[key] = value
+        return cls(**values)
+
+    def keys(self) -> dict[str, float]:
+        """Every parameter under its dotted name (``limits.start_rate``, ...)."""
+        return {f"{s}.{k}": getattr(self, k) for s, ks in self.SECTIONS.items() for k in ks}
+
+
+SECTION_NAMES = [f.name for f in fields(Params)]
+
+
+class Bucket:
+    """A token bucket in wall time: ``rate`` tokens/s, at most ``burst`` stored; starts full."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate, self.burst = rate, max(1.0, burst)
+        self.tokens, self.t = self.burst, time.monotonic()
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.t) * self.rate)
+        self.t = now
+
+    def take(self) -> bool:
+        self._refill()
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
+
+    async def wait(self) -> None:
+        while not self.take():
+            await asyncio.sleep((1 - self.tokens) / self.rate)
+
+
+@dataclass
+class Input:
+    id: str
+    call: Call
+    idx: int
+    args: bytes  # modal's serialization of (args, kwargs), unpickled in the container
+    method: str
+    accepted_at: float = field(default_factory=time.time)
+
+
+@dataclass
+class Call:
+    """A function call: its inputs' outputs as they arrive (``FunctionGetOutputs`` waits on ``changed``)."""
+
+    id: str
+    function: Function
+    outputs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    unfinished: int = 0
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def put(self, idx: int, output: dict[str, Any]) -> None:
+        self.outputs[idx] = output
+        self.unfinished -= 1
+        self.changed.set()
+
+
+class Container:
+    """One worker process running the Function's code (calibration/standin/container.py)."""
+
+    ids = itertools.count(1)
+
+    def __init__(self, fn: Function) -> None:
+        self.fn, self.id = fn, f"ta-standin{next(Container.ids):06d}"
+        self.ready, self.stopped = False, False
+        self.running: dict[str, list[Input]] = {}  # message id -> the inputs it carries
+        self.idle_since = time.monotonic()
+        self.local_port = 0
+        self.proxied = 0  # requests in flight from the proxy (servers)
+        self.launched = time.monotonic()
+        self.task = asyncio.create_task(self._run())
+
+    @property
+    def load(self) -> int:
+        return len(self.running)
+
+    async def _run(self) -> None:
+        mine, theirs = socket.socketpair()
+        spec = dict(self.fn.spec)
+        if self.fn.server_port:
+            self.local_port = free_port()
+            spec |= {"server_port": self.fn.server_port, "local_port": self.local_port}
+        env = {**os.environ, "MODAL_TASK_ID": self.id, "SCALESIM_STANDIN_HIDE": str(PROJECT)}
+        env.pop("PYTHONPATH", None)
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(CONTAINER_SCRIPT),
+            str(theirs.fileno()),
+            json.dumps(spec),
+            pass_fds=(theirs.fileno(),),
+            env=env,
+            cwd=spec["root"],
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE if self.fn.platform.quiet else None,
+        )
+        theirs.close()
+        self.reader, self.writer = await asyncio.open_connection(sock=mine)
+        try:
+            while True:
+                head = await self.reader.readexactly(4)
+                msg = pickle.loads(await self.reader.readexactly(int.from_bytes(head, "big")))
+                if msg["op"] == "ready":
+                    await asyncio.sleep(max(0.0, self.launched + self.fn.params.cold_start_s - time.monotonic()))
+                    self.ready = True
+                    self.fn.wake()
+                elif msg["op"] == "failed":
+                    self.fn.platform.log(f"container {self.id} of {self.fn.name} failed to start: {msg['error']}")
+                    self.fn.fail_start(msg)
+                    break
+                else:
+                    self.fn.finished(self, msg)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self.stopped, self.ready = True, False
+            for inputs in self.running.values():
+                self.fn.lost(self, inputs)
+            self.running.clear()
+            self.fn.wake()
+
+    async def send(self, mid: str, inputs: list[Input], batched: bool) -> None:
+        self.running[mid] = inputs
+        raw = [i.args for i in inputs]
+        data = pickle.dumps({"op": "call", "id": mid, "args": raw, "batched": batched, "method": inputs[0].method})
+        self.writer.write(len(data).to_bytes(4, "big") + data)
+        await self.writer.drain()
+
+    async def stop(self) -> None:
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.terminate()
+            try:
+                await asyncio.wait_for(self.proc.wait(), 5)
+            except TimeoutError:
+                self.proc.kill()
+        await self.task
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Function:
+    """A deployed Function's input plane, containers and autoscaler (the module docstring)."""
+
+    def __init__(self, platform: Platform, fid: str, name: str, spec: dict[str, Any], opts: dict[str, Any]) -> None:
+        self.platform, self.id, self.name, self.spec = platform, fid, name, spec
+        self.params = platform.params
+        p = self.params
+        self.max_inputs = max(1, int(opts.get("max_inputs") or 1))
+        self.target_inputs = int(opts.get("target_inputs") or 0) or self.max_inputs
+        self.max_containers = int(opts.get("max_containers") or 0) or 10**6
+        self.min_containers = int(opts.get("min_containers") or 0)
+        self.batch_size = int(opts.get("batch_max_size") or 0)
+        self.batch_linger_s = float(opts.get("batch_linger_ms") or 0) / 1000
+        self.single_use = bool(opts.get("single_use"))
+        self.server_port = int(opts.get("server_port") or 0)
+        self.accept = {SYNC: Bucket(p.sync_accept_rate, p.sync_accept_burst),
+                       ASYNC: Bucket(p.async_accept_rate, p.async_accept_burst)}  # fmt: skip
+        self.pending_cap = {SYNC: p.sync_pending_cap, ASYNC: p.async_pending_cap}
+        self.start = Bucket(p.start_rate, p.start_burst)
+        self.pending: deque[Input] = deque()
+        self.containers: list[Container] = []
+        self.started_total = 0
+        self.messages = itertools.count(1)
+        self._wake = asyncio.Event()
+        self.tasks = [asyncio.create_task(self._dispatch()), asyncio.create_task(self._autoscale())]
+
+    # --- accepted --------------------------------------------------------------------------------------------------
+    def submit(self, inp: Input, style: str) -> None:
+        """Accept ``inp`` or raise Rejected (the accept limit, then the pending cap)."""
+        if not self.accept[style].take():
+            rate = self.params.sync_accept_rate if style == SYNC else self.params.async_accept_rate
+            raise Rejected(f"Input rate limit ({rate:g}/s) exceeded for function {self.name}")
+        if len(self.pending) >= self.pending_cap[style]:
+            raise Rejected(f"Function {self.name} reached pending input queue limit ({self.pending_cap[style]})")
+        inp.call.unfinished += 1
+        if self.params.submit_s > 0:
+            asyncio.get_running_loop().call_later(self.params.submit_s, self._enqueue, inp)
+        else:
+            self._enqueue(inp)
+
+    def _enqueue(self, inp: Input) -> None:
+        self.pending.append(inp)
+        self.wake()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # --- started ---------------------------------------------------------------------------------------------------
+    def _free(self) -> Container | None:
+        ready = [c for c in self.containers if c.ready and not c.stopped and c.load < self.max_inputs]
+        if self.single_use:
+            ready = [c for c in ready if not getattr(c, "used", False)]
+        return max(ready, key=lambda c: c.load) if ready else None  # fill the busiest first (the pool can shrink)
+
+    async def _dispatch(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self.pending and (c := self._free()) is not None:
+                await self.start.wait()
+                if c.stopped or not self.pending:
+                    break
+                if self.batch_size > 1 and len(self.pending) < self.batch_size and self.batch_linger_s > 0:
+                    await asyncio.sleep(self.batch_linger_s)  # let the batch fill (modal.batched's wait_ms)
+                n = max(1, self.batch_size)
+                batch = [self.pending.popleft() for _ in range(min(n, len(self.pending)))]
+                if not batch:
+                    break
+                c.used = True  # type: ignore[attr-defined]
+                self.started_total += len(batch)
+                await c.send(f"m{next(self.messages)}", batch, self.batch_size > 0)
+
+    def finished(self, c: Container, msg: dict[str, Any]) -> None:
+        inputs = c.running.pop(msg["id"], [])
+        c.idle_since = time.monotonic()
+        results: list[Any] = [None] * len(inputs)
+        if msg["ok"] and self.batch_size > 0:
+            results = pickle.loads(msg["data"])
+        for k, inp in enumerate(inputs):
+            if msg["ok"]:
+                data = pickle.dumps(results[k]) if self.batch_size > 0 else msg["data"]
+                out = {"ok": True, "data": data}
+            else:
+                out = {"ok": False, "error": msg["error"], "traceback": msg["traceback"], "data": msg["data"]}
+            out |= {"task_id": c.id, "input_id": inp.id, "started": msg["started"], "ended": time.time()}
+            self._deliver(inp, out)
+        if self.single_use:
+            asyncio.create_task(c.stop())
+        self.wake()
+
+    def _deliver(self, inp: Input, out: dict[str, Any]) -> None:
+        if self.params.result_s > 0:
+            asyncio.get_running_loop().call_later(self.params.result_s, inp.call.put, inp.idx, out)
+        else:
+            inp.call.put(inp.idx, out)
+
+    def lost(self, c: Container, inputs: list[Input]) -> None:
+        for inp in inputs:
+            out = {"ok": False, "internal": True, "error": f"container {c.id} stopped", "data": b""}
+            self._deliver(inp, out | {"task_id": c.id, "input_id": inp.id})
+
+    def fail_start(self, msg: dict[str, Any]) -> None:
+        """A container that cannot load the Function fails the inputs pending (Modal: a crash-looping container's
+        error escalated to the inputs), so that callers hear of it instead of waiting."""
+        while self.pending:
+            inp = self.pending.popleft()
+            out = {"ok": False, "error": msg["error"], "traceback": msg["traceback"], "data": b""}
+            self._deliver(inp, out | {"task_id": "", "input_id": inp.id})
+
+    # --- the autoscaler --------------------------------------------------------------------------------------------
+    def demand(self) -> int:
+        """The inputs running and pending (a server's: the requests in flight at its proxy)."""
+        if self.server_port:
+            return self.platform.proxy_load.get(self.id, 0)
+        running = sum(len(v) for c in self.containers for v in c.running.values())
+        return running + len(self.pending)
+
+    def wanted(self) -> int:
+        per = self.target_inputs * max(1, self.batch_size)
+        n = math.ceil(self.demand() / per)
+        return max(self.min_containers, min(self.max_containers, n))
+
+    async def _autoscale(self) -> None:
+        while True:
+            self.containers = [c for c in self.containers if not c.stopped]
+            want = self.wanted()
+            live = [c for c in self.containers if not c.stopped]
+            for _ in range(want - len(live)):
+                self.containers.append(Container(self))
+            now = time.monotonic()
+            idle = [c for c in live if c.ready and c.load == 0 and now - c.idle_since > self.params.scaledown_window_s]
+            for c in idle[: max(0, len(live) - max(want, self.min_containers))]:
+                asyncio.create_task(c.stop())
+            await asyncio.sleep(self.params.interval_s)
+
+    async def stop(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+        await asyncio.gather(*(c.stop() for c in self.containers), return_exceptions=True)
+        self.containers.clear()
+
+
+class Platform:
+    """Every deployed Function, the proxy's load per server Function, and where the stand-in logs."""
+
+    def __init__(self, params: Params, quiet: bool = True) -> None:
+        self.params, self.quiet = params, quiet
+        self.functions: dict[str, Function] = {}
+        self.proxy_load: dict[str, int] = {}
+
+    def log(self, text: str) -> None:
+        print(f"standin: {text}", file=sys.stderr, flush=True)
