@@ -163,14 +163,25 @@ class ModalDeployer:
 
     def stop(self, name: str, handle: Any) -> None:
         import modal
-        from modal.exception import NotFoundError
+        from modal.exception import AuthError, NotFoundError
 
         if handle is None or getattr(handle, "app_id", None) is None:
             try:
                 handle = modal.App.lookup(name)
-            except NotFoundError:
-                return  # never created
+            except (NotFoundError, AuthError):
+                return  # never created (with credentials Modal rejects, nothing can have been)
         handle.stop()
+
+
+def modal_error(e: Exception) -> None:
+    """Re-raise ``e`` unless it is Modal's (``modal.exception.Error``); credentials Modal rejects (``AuthError``)
+    are bad input: ScenarioError, exit 2."""
+    from modal.exception import AuthError, Error
+
+    if isinstance(e, AuthError):
+        raise ScenarioError(f"Modal rejected the credentials: {one_line(str(e))}") from None
+    if not isinstance(e, Error):
+        raise e
 
 
 def execute(plan: Plan, deployer: Deployer, drive: Callable[[Plan, list[Any]], list[Path]]) -> list[Path]:
@@ -273,6 +284,10 @@ def run(
         written = execute(plan, deployer or ModalDeployer(), driver or drive(args))
     except RunFailed as e:
         print(f"{PROG}: {one_line(str(e))}", file=sys.stderr)
+        return 1
+    except Exception as e:
+        modal_error(e)
+        print(f"{PROG}: Modal: {type(e).__name__}: {one_line(str(e))}", file=sys.stderr)
         return 1
     for path in written:
         print(path)

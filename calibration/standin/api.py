@@ -15,6 +15,7 @@ calibration/standin/platform.py ``Function``), function calls and their outputs,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import itertools
 import shutil
@@ -219,7 +220,9 @@ class Service:
 
     def _image_metadata(self) -> api_pb2.ImageMetadata:
         v = sys.version_info
-        return api_pb2.ImageMetadata(python_version_info=f"{v.major}.{v.minor}.{v.micro}", image_builder_version=IMAGE_BUILDER_VERSION)
+        return api_pb2.ImageMetadata(
+            python_version_info=f"{v.major}.{v.minor}.{v.micro}", image_builder_version=IMAGE_BUILDER_VERSION
+        )
 
     async def rpc_ImageJoinStreaming(self, req: Any) -> AsyncIterator[api_pb2.ImageJoinStreamingResponse]:
         yield api_pb2.ImageJoinStreamingResponse(
@@ -344,7 +347,10 @@ class Service:
     def _lookup(self, app_name: str, tag: str, kind: str) -> FunctionDef:
         app_id = self.deployed.get(app_name)
         if app_id is None:
-            raise GRPCError(Status.NOT_FOUND, f"Lookup failed for {kind[:-2].title()} '{tag}' from the '{app_name}' app: App not found")
+            raise GRPCError(
+                Status.NOT_FOUND,
+                f"Lookup failed for {kind[:-2].title()} '{tag}' from the '{app_name}' app: App not found",
+            )
         objects = getattr(self.apps[app_id], kind)
         if tag not in objects:
             raise GRPCError(Status.NOT_FOUND, f"Lookup failed for '{tag}' from the '{app_name}' app: not found")
@@ -363,7 +369,9 @@ class Service:
             raise GRPCError(Status.NOT_FOUND, msg)
         return api_pb2.ClassGetResponse(class_id=self.apps[app_id].classes[req.object_tag])
 
-    async def rpc_FunctionBindParams(self, req: api_pb2.FunctionBindParamsRequest) -> api_pb2.FunctionBindParamsResponse:
+    async def rpc_FunctionBindParams(
+        self, req: api_pb2.FunctionBindParamsRequest
+    ) -> api_pb2.FunctionBindParamsResponse:
         fd = self.functions[req.function_id]
         return api_pb2.FunctionBindParamsResponse(bound_function_id=fd.id, handle_metadata=fd.metadata)
 
@@ -412,7 +420,9 @@ class Service:
         items = self._submit(call.function, call, req.inputs, getattr(call, "style", SYNC))
         return api_pb2.FunctionPutInputsResponse(inputs=items)
 
-    async def rpc_FunctionRetryInputs(self, req: api_pb2.FunctionRetryInputsRequest) -> api_pb2.FunctionRetryInputsResponse:
+    async def rpc_FunctionRetryInputs(
+        self, req: api_pb2.FunctionRetryInputsRequest
+    ) -> api_pb2.FunctionRetryInputsResponse:
         call = self._call(req.function_call_jwt)
         ids = []
         for item in req.inputs:
@@ -432,7 +442,9 @@ class Service:
             raise GRPCError(Status.NOT_FOUND, f"Function call {call_id} not found")
         return self.calls[call_id]
 
-    async def rpc_FunctionGetOutputs(self, req: api_pb2.FunctionGetOutputsRequest) -> api_pb2.FunctionGetOutputsResponse:
+    async def rpc_FunctionGetOutputs(
+        self, req: api_pb2.FunctionGetOutputsRequest
+    ) -> api_pb2.FunctionGetOutputsResponse:
         call = self._call(req.function_call_id)
         deadline = time.monotonic() + max(0.0, req.timeout)
         single = req.start_idx == req.end_idx and req.clear_on_success and req.max_values == 0
@@ -443,10 +455,8 @@ class Service:
             if ready or time.monotonic() >= deadline:
                 break
             call.changed.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(call.changed.wait(), deadline - time.monotonic())
-            except TimeoutError:
-                pass
         items = [self._output(i, call.outputs[i]) for i in ready]
         if req.clear_on_success:
             for i in ready:
@@ -480,4 +490,3 @@ class Service:
 
     async def rpc_BlobCreate(self, req: api_pb2.BlobCreateRequest) -> api_pb2.BlobCreateResponse:
         raise GRPCError(Status.UNIMPLEMENTED, "the Modal stand-in keeps payloads inline (no blob storage)")
-

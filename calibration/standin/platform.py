@@ -35,9 +35,9 @@ import sys
 import time
 import tomllib
 from collections import deque
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 CONTAINER_SCRIPT = Path(__file__).resolve().parent / "container.py"
 PROJECT = Path(__file__).resolve().parents[2]  # hidden from containers: they see only what an app ships
@@ -68,7 +68,7 @@ class Params:
     result_s: float = 0.0
     proxy_latency_s: float = 0.0
 
-    SECTIONS = {
+    SECTIONS: ClassVar[dict[str, tuple[str, ...]]] = {
         "limits": ("sync_accept_rate", "sync_accept_burst", "sync_pending_cap", "async_accept_rate",
                    "async_accept_burst", "async_pending_cap", "start_rate", "start_burst"),
         "autoscaler": ("interval_s", "cold_start_s", "scaledown_window_s"),
@@ -96,9 +96,6 @@ class Params:
     def keys(self) -> dict[str, float]:
         """Every parameter under its dotted name (``limits.start_rate``, ...)."""
         return {f"{s}.{k}": getattr(self, k) for s, ks in self.SECTIONS.items() for k in ks}
-
-
-SECTION_NAMES = [f.name for f in fields(Params)]
 
 
 class Bucket:
@@ -325,7 +322,7 @@ class Function:
             out |= {"task_id": c.id, "input_id": inp.id, "started": msg["started"], "ended": time.time()}
             self._deliver(inp, out)
         if self.single_use:
-            asyncio.create_task(c.stop())
+            self.platform.background(c.stop())
         self.wake()
 
     def _deliver(self, inp: Input, out: dict[str, Any]) -> None:
@@ -370,7 +367,7 @@ class Function:
             now = time.monotonic()
             idle = [c for c in live if c.ready and c.load == 0 and now - c.idle_since > self.params.scaledown_window_s]
             for c in idle[: max(0, len(live) - max(want, self.min_containers))]:
-                asyncio.create_task(c.stop())
+                self.platform.background(c.stop())
             await asyncio.sleep(self.params.interval_s)
 
     async def stop(self) -> None:
@@ -387,6 +384,14 @@ class Platform:
         self.params, self.quiet = params, quiet
         self.functions: dict[str, Function] = {}
         self.proxy_load: dict[str, int] = {}
+
+        self.tasks: set[asyncio.Task] = set()
+
+    def background(self, coro: Any) -> None:
+        """Run ``coro`` as a task kept until it is done."""
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     def log(self, text: str) -> None:
         print(f"standin: {text}", file=sys.stderr, flush=True)

@@ -60,7 +60,7 @@ class StandIn:
         self.params, self.log = params, log
 
     def __enter__(self) -> StandIn:
-        out = open(self.log, "w") if self.log else subprocess.DEVNULL  # noqa: SIM115
+        out = open(self.log, "w") if self.log else subprocess.DEVNULL
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "calibration.standin", "--params", str(self.params)],
             stdout=subprocess.PIPE,

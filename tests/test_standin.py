@@ -1,0 +1,63 @@
+"""calibration.run through the real modal client against the Modal stand-in (calibration/standin): deploy, drive,
+trace, stop, over a real socket, nothing patched."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from calibration.standin.server import StandIn
+
+SMALL = ["--clients", "2", "--calls", "10", "--duration", "3", "--drain", "10", "--work-min", "0.1",
+         "--work-max", "0.4", "--yes"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory: pytest.TempPathFactory):
+    with StandIn(log=tmp_path_factory.mktemp("standin") / "log.txt") as s:
+        yield s
+
+
+def cal(standin: StandIn, *argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "calibration.run", *argv],
+        env=env or standin.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def app_exists(standin: StandIn, name: str) -> bool:
+    code = (
+        f"import modal, sys\ntry:\n    modal.App.lookup({name!r})\n"
+        "except modal.exception.NotFoundError:\n    sys.exit(3)"
+    )
+    return subprocess.run([sys.executable, "-c", code], env=standin.env, timeout=60).returncode == 0
+
+
+@pytest.mark.parametrize("what", ["spawn", "copies", "batching"])
+def test_a_run_deploys_drives_traces_and_stops_through_the_real_client(standin, tmp_path: Path, what: str) -> None:
+    r = cal(standin, what, *SMALL, "--run-id", f"t-{what}", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    calls = pd.read_parquet(tmp_path / what / "calls.parquet")
+    done = calls[calls["kind"].fillna("") == ""]
+    assert len(done) >= 20  # 2 clients × 10 in flight, each call back at least once
+    assert done["container"].str.startswith("ta-standin").all()  # ran in the stand-in's containers
+    assert (done["finished"] >= done["issued"]).all()
+    name = f"scalesim-cal-{what}-t-{what}"
+    assert not app_exists(standin, name if what != "copies" else f"{name}-copy-0")
+
+
+def test_a_bad_token_is_one_line_exit_2_and_leaves_no_app(standin, tmp_path: Path) -> None:
+    env = {**standin.env, "MODAL_TOKEN_SECRET": "as-wrong"}
+    r = cal(standin, "spawn", *SMALL, "--run-id", "t-badtoken", "--out", str(tmp_path), env=env)
+    assert r.returncode == 2
+    last = r.stderr.strip().splitlines()
+    assert len(last) == 1 and "credentials" in last[0], r.stderr
+    assert "Traceback" not in r.stderr and "could not stop" not in r.stderr
+    assert not app_exists(standin, "scalesim-cal-spawn-t-badtoken")
