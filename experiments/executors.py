@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from experiments.cli import process_pool
@@ -193,6 +194,21 @@ MODAL_MEMORY_MIB = 2048  # a run within its size budget (10 million calls: about
 MODAL_TIMEOUT_S = 3600  # the largest runs take minutes
 
 
+SHIPPED_SUFFIXES = (".py", ".toml", ".json")  # code, presets and sweep specs, fitted parameters and envelopes
+
+
+def not_shipped(path: Path) -> bool:
+    """``add_local_python_source``'s ``ignore``: everything but code, presets and parameters (its default keeps
+    only ``.py`` files, modal/_image.py ``NON_PYTHON_FILES``, and a point that names a preset then fails in the
+    container); recorded traces (``calibration/data``) and caches stay home. ``path`` is relative to its package."""
+    parts = path.parts
+    return (
+        path.suffix not in SHIPPED_SUFFIXES
+        or "__pycache__" in parts
+        or parts[:1] == ("data",)  # the path is relative to its package: calibration/data
+    )
+
+
 def run_point_on_modal(point: Point, seed: int) -> dict:
     """A sweep row computed in a Modal container (the same function as every other executor's)."""
     return run_point(point, seed)
@@ -222,7 +238,7 @@ def modal_function() -> tuple[Any, Any]:
     image = (
         modal.Image.debian_slim(python_version="3.11")
         .pip_install(*modal_requirements())
-        .add_local_python_source(*MODAL_PACKAGES)
+        .add_local_python_source(*MODAL_PACKAGES, ignore=not_shipped)
     )
     app = modal.App(MODAL_APP, image=image)
     fn = app.function(cpu=MODAL_CPU, memory=MODAL_MEMORY_MIB, timeout=MODAL_TIMEOUT_S, serialized=True, retries=1)(

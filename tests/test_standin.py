@@ -61,3 +61,19 @@ def test_a_bad_token_is_one_line_exit_2_and_leaves_no_app(standin, tmp_path: Pat
     assert len(last) == 1 and "credentials" in last[0], r.stderr
     assert "Traceback" not in r.stderr and "could not stop" not in r.stderr
     assert not app_exists(standin, "scalesim-cal-spawn-t-badtoken")
+
+
+def test_a_sweep_on_modal_gives_the_rows_of_jobs_1(standin, tmp_path: Path) -> None:
+    """``--executor modal`` ships presets with the code (``add_local_python_source``'s default ``ignore`` keeps only
+    ``.py`` files: every row was "unknown preset"), runs an ephemeral app's ``starmap`` and writes the same rows."""
+    argv = ["loadtest-spawn", "--factor", "clients.count=2,4", "--set", "duration_s=5", "--seeds", "1"]
+    tables = []
+    for name, how in (("modal", ["--executor", "modal"]), ("local", ["--jobs", "1"])):
+        out = tmp_path / name
+        cmd = [sys.executable, "-m", "experiments.sweep", *argv, *how, "--out", str(out)]
+        r = subprocess.run(cmd, env=standin.env, capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stderr
+        t = pd.read_csv(out / "results.csv").drop(columns=["wall_s"]).sort_values(["point", "seed"])
+        tables.append(t.reset_index(drop=True))
+    assert tables[0]["error"].isna().all()
+    pd.testing.assert_frame_equal(tables[0], tables[1])
