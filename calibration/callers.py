@@ -47,6 +47,15 @@ PROXY_KEY_ENV = "SCALESIM_PROXY_KEY"  # a workspace proxy token (`modal workspac
 PROXY_SECRET_ENV = "SCALESIM_PROXY_SECRET"  # and its secret: Modal-Secret (never written by this project)
 
 
+async def hydrated(handles: list[Any]) -> list[Any]:
+    """``handles`` (``Function.from_name``, ``Cls.from_name``: lazy, modal/_object.py ``hydrate_lazily``) looked up
+    once each before the load: otherwise every call in flight at t = 0 sends its own ``FunctionGet``, a lookup storm
+    of one request per slot whose throttled lookups end the slots (found on the Modal stand-in)."""
+    for h in handles:
+        await h.hydrate.aio()
+    return handles
+
+
 class CallFailed(Exception):
     """A call that came back failed: its error kind and the attempts it took."""
 

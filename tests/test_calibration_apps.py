@@ -109,6 +109,7 @@ class StandIn:
         self.n, self.fail, self.message = 0, fail, message
         self.remote = Aio(self._run)
         self.spawn = Aio(self._spawn)
+        self.hydrate = Aio(lambda: asyncio.sleep(0))
 
     async def _run(self, x: Any) -> Any:
         self.n += 1
@@ -580,6 +581,7 @@ def test_the_real_driver_with_modal_lookups_stubbed(tmp_path: Path, monkeypatch:
         async def _probe(self) -> dict:
             return {"ready": time.time(), "container": "ta-p"}
 
+    Probe.hydrate = Aio(lambda: asyncio.sleep(0))  # type: ignore[attr-defined]
     looked_up: list[tuple[str, str]] = []
     monkeypatch.setattr(modal.Function, "from_name", lambda app, name: looked_up.append((app, name)) or StandIn())
     monkeypatch.setattr(modal.Cls, "from_name", lambda app, name: looked_up.append((app, name)) or Probe)

@@ -62,6 +62,8 @@ class Batching(LoadTest):
 
         from calibration import callers
 
-        fn = modal.Function.from_name(names[0], "work_batched" if args.batched else "work_chunk")
+        (fn,) = await callers.hydrated(
+            [modal.Function.from_name(names[0], "work_batched" if args.batched else "work_chunk")]
+        )
         call = callers.remote_call([fn], chunk=not args.batched)
         return await callers.rounds(call, load, args.round, 1 if args.batched else args.chunk)

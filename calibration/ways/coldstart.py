@@ -58,7 +58,7 @@ class ColdStart(Way):
         names = [a.name for a in plan.apps]
         written = []
         for mode in modes(args):
-            cls = modal.Cls.from_name(names[0], CLASSES[mode])
+            (cls,) = await callers.hydrated([modal.Cls.from_name(names[0], CLASSES[mode])])
             table, t0 = await callers.coldstart_loop(
                 cls().probe, args.starts, args.start_interval, seed=args.seed, timeout_s=plan.lifetime_s
             )

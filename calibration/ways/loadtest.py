@@ -125,7 +125,7 @@ class Remote(LoadTest):
 
         from calibration import callers
 
-        fns = [modal.Function.from_name(n, "work") for n in names]
+        fns = await callers.hydrated([modal.Function.from_name(n, "work") for n in names])
         return await callers.closed_loop((callers.spawn_call if self.spawn else callers.remote_call)(fns), load)
 
 
