@@ -132,13 +132,15 @@ CREDENTIALS_HELP = (
 
 def has_credentials() -> bool:
     """Whether modal's own configuration holds credentials (modal/config.py: ``token_id`` and ``token_secret``
-    from the active profile of ``~/.modal.toml`` or ``MODAL_TOKEN_ID``/``MODAL_TOKEN_SECRET``; or the OAuth
-    variables). Only their presence is checked; the values are never read into anything this project writes."""
+    from the active profile of ``~/.modal.toml`` or ``MODAL_TOKEN_ID``/``MODAL_TOKEN_SECRET``; or all three OAuth
+    variables: refresh token, client id and client secret). Only their presence is checked; the values are never
+    read into anything this project writes."""
     from modal.config import config
 
     if config.get("token_id") and config.get("token_secret"):
         return True
-    return bool(config.get("oauth_refresh_token") and config.get("oauth_client_id"))
+    keys = ("oauth_refresh_token", "oauth_client_id", "oauth_client_secret")  # modal/config.py wants all three
+    return all(config.get(k) for k in keys)
 
 
 # --- deploying and stopping ---------------------------------------------------------------------------------------
@@ -159,7 +161,8 @@ class ModalDeployer:
 
         if app is None:
             return modal.App.lookup(name, create_if_missing=True)
-        return app.deploy(name=name)
+        with modal.enable_output():  # the deploy's progress and, when an image build fails, its logs (on stdout)
+            return app.deploy(name=name)
 
     def stop(self, name: str, handle: Any) -> None:
         import modal

@@ -51,6 +51,8 @@ def test_a_run_deploys_drives_traces_and_stops_through_the_real_client(standin, 
     assert (done["finished"] >= done["issued"]).all()
     name = f"scalesim-cal-{what}-t-{what}"
     assert not app_exists(standin, name if what != "copies" else f"{name}-copy-0")
+    lookups = [line.split()[2] for line in standin.log.read_text().splitlines() if f"FunctionGet {name}" in line]
+    assert lookups and len(lookups) == len(set(lookups))  # each handle looked up once, not once per call in flight
 
 
 def test_a_bad_token_is_one_line_exit_2_and_leaves_no_app(standin, tmp_path: Path) -> None:
@@ -77,3 +79,12 @@ def test_a_sweep_on_modal_gives_the_rows_of_jobs_1(standin, tmp_path: Path) -> N
         tables.append(t.reset_index(drop=True))
     assert tables[0]["error"].isna().all()
     pd.testing.assert_frame_equal(tables[0], tables[1])
+
+
+def test_oauth_credentials_need_all_three(tmp_path: Path) -> None:
+    code = "from calibration.run import has_credentials; import sys; sys.exit(0 if has_credentials() else 3)"
+    base = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "MODAL_CONFIG_PATH": str(tmp_path / "none.toml")}
+    two = {**base, "MODAL_OAUTH_REFRESH_TOKEN": "r", "MODAL_OAUTH_CLIENT_ID": "c"}
+    three = {**two, "MODAL_OAUTH_CLIENT_SECRET": "s"}
+    codes = [subprocess.run([sys.executable, "-c", code], env=e, timeout=60).returncode for e in (two, three)]
+    assert codes == [3, 0]

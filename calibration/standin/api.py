@@ -341,6 +341,7 @@ class Service:
         self.platform.functions[fd.id] = fd.live
 
     async def rpc_FunctionGet(self, req: api_pb2.FunctionGetRequest) -> api_pb2.FunctionGetResponse:
+        self.platform.log(f"FunctionGet {req.app_name} {req.object_tag}")  # tests count lookups
         fd = self._lookup(req.app_name, req.object_tag, "functions")
         return api_pb2.FunctionGetResponse(function_id=fd.id, handle_metadata=fd.metadata, function=fd.data)
 
