@@ -40,9 +40,13 @@ def app_exists(standin: StandIn, name: str) -> bool:
     return subprocess.run([sys.executable, "-c", code], env=standin.env, timeout=60).returncode == 0
 
 
-@pytest.mark.parametrize("what", ["spawn", "copies", "batching"])
+@pytest.mark.parametrize("what", ["spawn", "copies", "batching", "server"])
 def test_a_run_deploys_drives_traces_and_stops_through_the_real_client(standin, tmp_path: Path, what: str) -> None:
-    r = cal(standin, what, *SMALL, "--run-id", f"t-{what}", "--out", str(tmp_path))
+    proxy_token = {"SCALESIM_PROXY_KEY": "wk-test", "SCALESIM_PROXY_SECRET": "ws-test"}  # the proxy wants one
+    extra = ["--connections", "10"] if what == "server" else []
+    r = cal(
+        standin, what, *SMALL, *extra, "--run-id", f"t-{what}", "--out", str(tmp_path), env=standin.env | proxy_token
+    )
     assert r.returncode == 0, r.stderr
     calls = pd.read_parquet(tmp_path / what / "calls.parquet")
     done = calls[calls["kind"].fillna("") == ""]

@@ -250,6 +250,8 @@ class Function:
         self.batch_linger_s = float(opts.get("batch_linger_ms") or 0) / 1000
         self.single_use = bool(opts.get("single_use"))
         self.server_port = int(opts.get("server_port") or 0)
+        self.target_concurrency = int(opts.get("target_concurrency") or 0) or self.max_inputs
+        self.last_request = -math.inf  # a server's last request at the proxy (monotonic)
         self.accept = {SYNC: Bucket(p.sync_accept_rate, p.sync_accept_burst),
                        ASYNC: Bucket(p.async_accept_rate, p.async_accept_burst)}  # fmt: skip
         self.pending_cap = {SYNC: p.sync_pending_cap, ASYNC: p.async_pending_cap}
@@ -353,9 +355,20 @@ class Function:
         return running + len(self.pending)
 
     def wanted(self) -> int:
-        per = self.target_inputs * max(1, self.batch_size)
-        n = math.ceil(self.demand() / per)
+        if self.server_port:  # requests in flight over target_concurrency; one while requests keep coming
+            n = math.ceil(self.demand() / self.target_concurrency)
+            if time.monotonic() - self.last_request < self.params.scaledown_window_s:
+                n = max(n, 1)
+        else:
+            n = math.ceil(self.demand() / (self.target_inputs * max(1, self.batch_size)))
         return max(self.min_containers, min(self.max_containers, n))
+
+    def requested(self) -> None:
+        """A request reached a server's proxy: with no container live, one starts now (the first request
+        triggers a cold start, docs/sources.md §1)."""
+        self.last_request = time.monotonic()
+        if not any(not c.stopped for c in self.containers):
+            self.containers.append(Container(self))
 
     async def _autoscale(self) -> None:
         while True:

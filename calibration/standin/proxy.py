@@ -30,6 +30,7 @@ def make_proxy(platform: Platform) -> web.Application:
         if "Modal-Key" not in request.headers or "Modal-Secret" not in request.headers:
             return web.Response(status=401, text="missing Modal-Key/Modal-Secret (proxy auth)")
         platform.proxy_load[fid] = platform.proxy_load.get(fid, 0) + 1
+        fn.requested()
         try:
             await asyncio.sleep(platform.params.proxy_latency_s)
             ready = [c for c in fn.containers if c.ready and not c.stopped]
