@@ -92,3 +92,21 @@ def test_oauth_credentials_need_all_three(tmp_path: Path) -> None:
     three = {**two, "MODAL_OAUTH_CLIENT_SECRET": "s"}
     codes = [subprocess.run([sys.executable, "-c", code], env=e, timeout=60).returncode for e in (two, three)]
     assert codes == [3, 0]
+
+
+@pytest.mark.parametrize(
+    "content, says",
+    [(b"[limits]\nstart_rate = -1\n", "limits.start_rate"), (b"[nope]\n", "unknown section"),
+     (b"\xff\xfe", "not TOML"), (None, "not a regular file")],
+)  # fmt: skip
+def test_a_bad_parameter_file_is_one_line_exit_2(tmp_path: Path, content: bytes | None, says: str) -> None:
+    path = tmp_path / "p.toml"
+    if content is None:
+        import os
+
+        os.mkfifo(path)  # a named pipe: read as a file it would block forever
+    else:
+        path.write_bytes(content)
+    cmd = [sys.executable, "-m", "calibration.standin", "--params", str(path)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and says in r.stderr, r.stderr

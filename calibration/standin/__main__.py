@@ -23,7 +23,7 @@ def run(argv: list[str] | None) -> int:
     try:
         params = Params.load(args.params)
     except (OSError, ValueError) as e:
-        raise ScenarioError(f"--params {args.params}: {e}") from None
+        raise ScenarioError(f"--params: {e}") from None
     asyncio.run(serve(params, args.port, args.proxy_port))
     return 0
 

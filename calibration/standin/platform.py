@@ -79,8 +79,14 @@ class Params:
     @classmethod
     def load(cls, path: Path = PARAMS) -> Params:
         """The parameters of a TOML file of the sections above (every key optional; an unknown one is an error)."""
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        if not path.is_file():  # a folder, a named pipe or a device would never end or never parse
+            raise ValueError(f"{path}: not a regular file")
+        if path.stat().st_size > 1_000_000:
+            raise ValueError(f"{path}: over 1 MB, not a parameter file")
+        try:
+            data = tomllib.loads(path.read_text())
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+            raise ValueError(f"{path}: not TOML ({e})") from None
         values: dict[str, Any] = {}
         for section, table in data.items():
             if section not in cls.SECTIONS or not isinstance(table, dict):
