@@ -104,6 +104,11 @@ def validate(args: argparse.Namespace) -> None:
         raise ScenarioError(f"--warmup: {args.warmup:g} s must be below --duration {args.duration:g} s")
     if args.region is not None and not re.fullmatch(r"[a-z0-9-]{1,40}", args.region):
         raise ScenarioError("--region: a Modal region name such as us-east (a-z, 0-9, '-')")
+    if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", args.imports):
+        raise ScenarioError(f"--imports: {args.imports!r} is not a module name such as torch or numpy.linalg")
+    if args.pip is not None and not all(re.fullmatch(r"[A-Za-z0-9][\w.\-\[\],<>=!~]*", p.strip()) for p in
+                                        args.pip.split(",") if p.strip()):  # fmt: skip
+        raise ScenarioError(f"--pip: {args.pip!r} is not a comma-separated list of pip requirements")
     if args.run_id is not None and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,23}", args.run_id):
         raise ScenarioError("--run-id: 1 to 24 characters of a-z, 0-9 and '-' (it becomes part of app names)")
 

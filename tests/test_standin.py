@@ -110,3 +110,26 @@ def test_a_bad_parameter_file_is_one_line_exit_2(tmp_path: Path, content: bytes 
     cmd = [sys.executable, "-m", "calibration.standin", "--params", str(path)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and says in r.stderr, r.stderr
+
+
+def test_coldstart_runs_both_start_modes_and_its_fit_sees_the_platform_cold_start(standin, tmp_path: Path) -> None:
+    """The probe's module reaches the container through the image's ENV (``Image.env``); every start is a new
+    single-use container; each start takes at least the stand-in's cold start (its platform part) plus the import;
+    ``calibration.fit`` on the trace gives a median within that."""
+    from calibration.standin.platform import Params
+
+    cold = Params.load().cold_start_s
+    argv = ["coldstart", "--imports", "numpy", "--starts", "3", "--start-interval", "0.3", "--startup-timeout", "30"]
+    r = cal(standin, *argv, "--yes", "--run-id", "t-coldstart", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    for mode in ("lazy", "snapshot"):
+        starts = pd.read_parquet(tmp_path / f"coldstart-{mode}" / "starts.parquet")
+        assert len(starts) == 3 and starts["total"].notna().all(), starts
+        assert (starts["total"] >= cold).all() and (starts["total"] < cold + 5).all(), starts
+    assert not app_exists(standin, "scalesim-cal-coldstart-t-coldstart")
+    out = tmp_path / "fit.toml"
+    cmd = [sys.executable, "-m", "calibration.fit", str(tmp_path / "coldstart-lazy"), "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    median = float(out.read_text().split("lognormal(")[1].split(",")[0])
+    assert cold <= median < cold + 5

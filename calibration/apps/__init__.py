@@ -21,12 +21,14 @@ import modal
 PYTHON = "3.11"
 
 
-def image(*packages: str, index_url: str | None = None) -> modal.Image:
-    """The containers' image: Debian slim, ``packages``, and this package's Python source (only ``.py`` files:
-    ``Image.add_local_python_source``'s default ``ignore``, so traces under calibration/data are never uploaded;
-    the apps pass ``include_source=False`` because the automatic entrypoint mount takes every file of the top-level
-    package, modal/_utils/function_utils.py ``get_entrypoint_mount``)."""
+def image(*packages: str, index_url: str | None = None, env: dict[str, str] | None = None) -> modal.Image:
+    """The containers' image: Debian slim, ``packages``, ``env`` (``Image.env``), and this package's Python source
+    (only ``.py`` files: ``Image.add_local_python_source``'s default ``ignore``, so traces under calibration/data
+    are never uploaded; the apps pass ``include_source=False`` because the automatic entrypoint mount takes every
+    file of the top-level package, modal/_utils/function_utils.py ``get_entrypoint_mount``)."""
     img = modal.Image.debian_slim(python_version=PYTHON)
     if packages:
         img = img.pip_install(*packages, index_url=index_url)
+    if env:
+        img = img.env(env)  # before the local source: modal allows no build step after an ``add_local_*``
     return img.add_local_python_source("calibration")

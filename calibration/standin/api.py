@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import hashlib
 import itertools
+import shlex
 import shutil
 import sys
 import time
@@ -70,6 +71,7 @@ class Service:
         self.classes: set[str] = set()
         self.mounts: dict[str, list[api_pb2.MountFile]] = {}
         self.files: dict[str, bytes] = {}  # sha256 -> content
+        self.images: dict[str, api_pb2.Image] = {}  # image id -> its definition (ENV directives, base images)
         self.blobs: dict[str, bytes] = {}
         self.calls: dict[str, Call] = {}
         self.unimplemented: list[str] = []
@@ -212,11 +214,27 @@ class Service:
     # --- images, mounts, blobs -------------------------------------------------------------------------------------
     async def rpc_ImageGetOrCreate(self, req: api_pb2.ImageGetOrCreateRequest) -> api_pb2.ImageGetOrCreateResponse:
         digest = hashlib.sha256(req.image.SerializeToString(deterministic=True)).hexdigest()[:12]
+        self.images[f"im-{digest}"] = req.image
         return api_pb2.ImageGetOrCreateResponse(
             image_id=f"im-{digest}",
             result=api_pb2.GenericResult(status=api_pb2.GenericResult.GENERIC_STATUS_SUCCESS),
             metadata=self._image_metadata(),
         )
+
+    def image_env(self, image_id: str) -> dict[str, str]:
+        """The environment an image's ``ENV`` directives set (``Image.env``: modal/_image.py writes ``ENV K=V``
+        dockerfile commands, values shell-quoted), its base images' first, as a container of it sees them."""
+        image, env = self.images.get(image_id), {}
+        if image is None:
+            return env
+        for base in image.base_images:
+            env |= self.image_env(base.image_id)
+        for command in image.dockerfile_commands:
+            if command.startswith("ENV "):
+                key, _, value = command[4:].partition("=")
+                words = shlex.split(value) or [""]
+                env[key.strip()] = words[0]
+        return env
 
     def _image_metadata(self) -> api_pb2.ImageMetadata:
         v = sys.version_info
@@ -318,6 +336,7 @@ class Service:
         fn = fd.proto
         root = self.materialize(fd.id, list(fn.mount_ids))
         spec: dict[str, Any] = {"root": str(root), "module": fn.module_name, "name": fn.function_name}
+        spec["env"] = self.image_env(fn.image_id)
         if fn.is_class:
             spec["is_class"] = True
             spec["name"] = fn.function_name.removesuffix(".*")

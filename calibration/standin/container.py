@@ -7,11 +7,12 @@ standing in for the image's pip packages; the project's editable install is take
 did not ship (a ``.toml`` that ``add_local_python_source``'s default ``ignore`` drops) is missing here as it would
 be on Modal.
 
-It loads the Function as modal's container runtime does (modal/_runtime/user_code_imports.py): a function by module
-and name, or unpickled when it was sent ``serialized``; a class is instantiated and its ``@modal.enter`` methods run
-(``_find_callables_for_obj``). A server's port is mapped to the one the platform gave this container (what a
-container's own network namespace does on Modal). Then it reads inputs from the platform over the socket ``FD``
-and answers each with its result or its exception, running up to as many at once as it is sent.
+The platform's part of its cold start ends at ``not_before`` (the runtime booted, modal imported: it waits until then);
+the user's part follows. It loads the Function as modal's container runtime does (modal/_runtime/user_code_imports.py):
+a function by module and name, or unpickled when it was sent ``serialized``; a class is instantiated and its
+``@modal.enter`` methods run (``_find_callables_for_obj``). A server's port is mapped to the one the platform gave this
+container (what a container's own network namespace does on Modal). Then it reads inputs from the platform over the
+socket ``FD`` and answers each with its result or its exception, running up to as many at once as it is sent.
 
 Frames both ways: a 4-byte big-endian length, then a pickle of a dict.
 """
@@ -148,6 +149,9 @@ def main() -> None:
 
     fd, spec = int(sys.argv[1]), json.loads(sys.argv[2])
     isolate(spec["root"])
+    import modal._partial_function  # noqa: F401  # the runtime boots (the platform's part of the cold start)
+
+    time.sleep(max(0.0, spec.get("not_before", 0.0) - time.time()))  # then the user's part: import, enter
     if spec.get("server_port"):
         map_port(spec["server_port"], spec["local_port"])
     asyncio.run(serve(fd, spec))

@@ -12,8 +12,11 @@ through the real modal client can be checked against the truth:
   ``@modal.concurrent``) under the start limit, a token bucket (``limits.start_rate``, ``limits.start_burst``).
   A batched Function (``@modal.batched``) starts up to ``max_batch_size`` pending inputs as one call, waiting up to
   ``wait_ms`` for a batch to fill.
-- **containers**: worker processes (calibration/standin/container.py) running the app's own code; a container is
-  ready ``autoscaler.cold_start_s`` after its launch at the earliest (later if its process is slower).
+- **containers**: worker processes (calibration/standin/container.py) running the app's own code in the image's
+  environment (its ``ENV`` directives). The platform's part of a cold start (scheduling, image, runtime boot; here
+  the interpreter's start and modal's import) takes ``autoscaler.cold_start_s`` at the least (more if the process
+  is slower); then the user's part runs (the app's module imported, its ``@modal.enter`` methods), as long as it
+  takes, and the container is ready.
 - **the autoscaler** decides every ``autoscaler.interval_s``: containers for the inputs running and pending at
   ``target_inputs`` (else ``max_inputs``) each, between ``min_containers`` and ``max_containers``; a container idle
   for ``autoscaler.scaledown_window_s`` is stopped.
@@ -179,7 +182,8 @@ class Container:
         if self.fn.server_port:
             self.local_port = free_port()
             spec |= {"server_port": self.fn.server_port, "local_port": self.local_port}
-        env = {**os.environ, "MODAL_TASK_ID": self.id, "SCALESIM_STANDIN_HIDE": str(PROJECT)}
+        spec["not_before"] = time.time() + self.fn.params.cold_start_s - (time.monotonic() - self.launched)
+        env = {**os.environ, **spec.pop("env", {}), "MODAL_TASK_ID": self.id, "SCALESIM_STANDIN_HIDE": str(PROJECT)}
         env.pop("PYTHONPATH", None)
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -199,7 +203,6 @@ class Container:
                 head = await self.reader.readexactly(4)
                 msg = pickle.loads(await self.reader.readexactly(int.from_bytes(head, "big")))
                 if msg["op"] == "ready":
-                    await asyncio.sleep(max(0.0, self.launched + self.fn.params.cold_start_s - time.monotonic()))
                     self.ready = True
                     self.fn.wake()
                 elif msg["op"] == "failed":

@@ -18,6 +18,13 @@ def modes(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(CLASSES) if args.mode == "both" else (args.mode,)
 
 
+def packages(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """``--pip`` as the app's ``packages`` (None: the app's default for ``--imports``)."""
+    if args.pip is None:
+        return None
+    return tuple(p.strip() for p in args.pip.split(",") if p.strip())
+
+
 class ColdStart(Way):
     name = "coldstart"
     preset = "coldstart-torch"
@@ -26,7 +33,10 @@ class ColdStart(Way):
         Option("--starts", int, 20, "coldstart: container starts per mode (default 20)", (1, 10_000)),
         Option("--start-interval", float, 5.0, "coldstart: mean s between starts (default 5)", (0.001, 3600)),
         Option("--startup-timeout", int, 120, "coldstart: a start's limit, s (default 120)", (1, 3600)),
-    )
+        Option("--imports", str, "torch", "coldstart: the module the probe imports at start (default torch)"),
+        Option("--pip", str, None, "coldstart: the image's pip packages, comma-separated ('' none; default: torch's "
+               "CPU wheels for torch, else the module's name)"),
+    )  # fmt: skip
 
     def plan(self, args: argparse.Namespace, name: str, out: Path) -> Plan:
         from calibration.apps import coldstart
@@ -34,6 +44,7 @@ class ColdStart(Way):
         cpu, mem = size(args, coldstart.CPU, coldstart.MEMORY_MIB)
         ms = modes(args)
         opts = {"modes": ms, "cpu": cpu, "memory_mib": mem, "startup_timeout_s": args.startup_timeout}
+        opts |= {"imports": args.imports, "packages": packages(args)}
         apps = [AppPlan(name, [CLASSES[m] for m in ms], lambda: coldstart.make_app(name, **opts, region=args.region))]
         life = args.startup_timeout + coldstart.PROBE_TIMEOUT_S
         starts = args.starts * len(ms)
