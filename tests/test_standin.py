@@ -97,6 +97,7 @@ def test_oauth_credentials_need_all_three(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "content, says",
     [(b"[limits]\nstart_rate = -1\n", "limits.start_rate"), (b"[nope]\n", "unknown section"),
+     (b"[sandboxes]\ncreate_s = -0.5\n", "sandboxes.create_s"),
      (b"\xff\xfe", "not TOML"), (None, "not a regular file")],
 )  # fmt: skip
 def test_a_bad_parameter_file_is_one_line_exit_2(tmp_path: Path, content: bytes | None, says: str) -> None:
@@ -133,3 +134,81 @@ def test_coldstart_runs_both_start_modes_and_its_fit_sees_the_platform_cold_star
     assert r.returncode == 0, r.stderr
     median = float(out.read_text().split("lognormal(")[1].split(",")[0])
     assert cold <= median < cold + 5
+
+
+def _sandbox_pids(log: str) -> tuple[set[int], set[int]]:
+    """The pids the stand-in logged as started (a sandbox's command) and as reaped (commands and execs)."""
+    import re
+
+    started = {int(p) for p in re.findall(r"sandbox \S+ started pid (\d+)", log)}
+    return started, {int(p) for p in re.findall(r"sandbox \S+ reaped pid (\d+)", log)}
+
+
+def _running(pid: int) -> bool:
+    """``pid`` is alive and not a zombie (a pid reused by another program since does not count: /proc's cmdline)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status and cmdline.startswith((b"sleep\0", b"sh\0"))
+
+
+def test_sandboxes_run_end_to_end_each_a_real_process_all_reaped(standin, tmp_path: Path) -> None:
+    """The sandboxes way through the real client (V2: SandboxCreateV2, then exec over the task command router): each
+    sandbox a real process, placed after the stand-in's create_s; all reaped after the probe's terminates and
+    App.stop."""
+    from calibration.standin.platform import Params
+
+    params = Params.load(standin.params)
+    before = len(standin.log.read_text())
+    argv = ["sandboxes", "--sandboxes", "20", "--concurrency", "10", "--sandbox-timeout", "60", "--yes"]
+    r = cal(standin, *argv, "--run-id", "t-sandboxes", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    t = pd.read_parquet(tmp_path / "sandboxes" / "sandboxes.parquet")
+    assert len(t) == 20 and t[["requested", "placed", "running"]].notna().all().all()  # NaN: a failed step
+    assert "error" not in t or (t["error"].fillna("") == "").all()
+    assert (t["requested"] <= t["placed"]).all() and (t["placed"] <= t["running"]).all()
+    assert (t["placed"] - t["requested"] >= params.create_s).all()
+    assert (t["running"] - t["requested"] >= params.create_s + params.start_s).all()
+    assert not app_exists(standin, "scalesim-cal-sandboxes-t-sandboxes")
+    log = standin.log.read_text()[before:]
+    assert "unimplemented" not in log, log
+    started, reaped = _sandbox_pids(log)
+    assert len(started) == 20 and started <= reaped and len(reaped) == 40  # 20 commands, 20 execs
+    assert not [pid for pid in reaped if _running(pid)]
+
+
+PROTOCOL = """
+import modal
+app = modal.App.lookup("scalesim-standin-sandbox-protocol", create_if_missing=True)
+sb = modal.Sandbox.create("sleep", "infinity", app=app, timeout=60)
+short = modal.Sandbox.create("sleep", "infinity", app=app, timeout=1)
+p = sb.exec("sh", "-c", "echo out; echo err >&2; exit 3")
+print(repr(p.stdout.read()), repr(p.stderr.read()), p.wait())
+print(sb.exec("no-such-program").wait())
+try:
+    short.wait(raise_on_termination=False)
+except modal.exception.SandboxTimeoutError:
+    print("timeout", short.returncode)
+sb.exec("sleep", "600")
+app.stop()
+sb.wait(raise_on_termination=False)
+print("stopped", sb.returncode)
+"""
+
+
+def test_sandbox_exec_output_exit_codes_timeout_and_app_stop_v1(standin) -> None:
+    """The V1 path (``MODAL_SANDBOX_V2=0``: SandboxCreate, SandboxGetTaskId, TaskGetCommandRouterAccess): an exec's
+    stdout and stderr to EOF and its exit code, 127 for a program not found, a sandbox past its timeout (124), and
+    App.stop terminating a sandbox with an exec running (137), every process reaped."""
+    before = len(standin.log.read_text())
+    env = standin.env | {"MODAL_SANDBOX_V2": "0"}
+    r = subprocess.run([sys.executable, "-c", PROTOCOL], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["'out\\n' 'err\\n' 3", "127", "timeout 124", "stopped 137"], r.stdout
+    log = standin.log.read_text()[before:]
+    assert "unimplemented" not in log, log
+    started, reaped = _sandbox_pids(log)
+    assert len(started) == 2 and started <= reaped and len(reaped) == 4  # 2 commands, 2 execs (one not found)
+    assert not [pid for pid in reaped if _running(pid)]

@@ -510,3 +510,37 @@ class Service:
 
     async def rpc_BlobCreate(self, req: api_pb2.BlobCreateRequest) -> api_pb2.BlobCreateResponse:
         raise GRPCError(Status.UNIMPLEMENTED, "the Modal stand-in keeps payloads inline (no blob storage)")
+
+    # --- sandboxes (calibration/standin/sandboxes.py: V1 and V2 control-plane calls; exec goes to its Router) -----
+    async def rpc_AuthTokenGet(self, req: api_pb2.AuthTokenGetRequest) -> api_pb2.AuthTokenGetResponse:
+        return self.sandboxes.auth_token()
+
+    async def rpc_SandboxCreate(self, req: api_pb2.SandboxCreateRequest) -> api_pb2.SandboxCreateResponse:
+        return await self.sandboxes.create_v1(req)
+
+    async def rpc_SandboxCreateV2(self, req: api_pb2.SandboxCreateV2Request) -> api_pb2.SandboxCreateV2Response:
+        return await self.sandboxes.create_v2(req)
+
+    async def rpc_SandboxGetTaskId(self, req: api_pb2.SandboxGetTaskIdRequest) -> api_pb2.SandboxGetTaskIdResponse:
+        return await self.sandboxes.get_task_id(req)
+
+    async def rpc_SandboxGetTaskIdV2(self, req: api_pb2.SandboxGetTaskIdRequest) -> api_pb2.SandboxGetTaskIdResponse:
+        return await self.sandboxes.get_task_id(req)
+
+    async def rpc_SandboxWait(self, req: api_pb2.SandboxWaitRequest) -> api_pb2.SandboxWaitResponse:
+        return await self.sandboxes.wait_rpc(req)
+
+    async def rpc_SandboxWaitV2(self, req: api_pb2.SandboxWaitRequest) -> api_pb2.SandboxWaitResponse:
+        return await self.sandboxes.wait_rpc(req)
+
+    async def rpc_SandboxTerminate(self, req: api_pb2.SandboxTerminateRequest) -> api_pb2.SandboxTerminateResponse:
+        return await self.sandboxes.terminate_rpc(req)
+
+    async def rpc_SandboxTerminateV2(self, req: api_pb2.SandboxTerminateRequest) -> api_pb2.SandboxTerminateResponse:
+        return await self.sandboxes.terminate_rpc(req)
+
+    async def rpc_TaskGetCommandRouterAccess(self, req: api_pb2.TaskGetCommandRouterAccessRequest) -> Any:
+        return await self.sandboxes.task_access(req)
+
+    async def rpc_SandboxGetCommandRouterAccess(self, req: api_pb2.SandboxGetCommandRouterAccessRequest) -> Any:
+        return await self.sandboxes.sandbox_access(req)

@@ -22,6 +22,8 @@ through the real modal client can be checked against the truth:
   for ``autoscaler.scaledown_window_s`` is stopped.
 - **overheads**: an input becomes pending ``overhead.submit_s`` after it is accepted, and its output visible
   ``overhead.result_s`` after its container returns it.
+- **sandboxes** (calibration/standin/sandboxes.py): a create is placed ``sandboxes.create_s`` after it arrives, and
+  its command starts ``sandboxes.start_s`` after that (assumptions of the stand-in, not Modal's figures).
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ class Params:
     submit_s: float = 0.0
     result_s: float = 0.0
     proxy_latency_s: float = 0.0
+    create_s: float = 0.5
+    start_s: float = 0.5
 
     SECTIONS: ClassVar[dict[str, tuple[str, ...]]] = {
         "limits": ("sync_accept_rate", "sync_accept_burst", "sync_pending_cap", "async_accept_rate",
@@ -77,6 +81,7 @@ class Params:
         "autoscaler": ("interval_s", "cold_start_s", "scaledown_window_s"),
         "overhead": ("submit_s", "result_s"),
         "server": ("proxy_latency_s",),
+        "sandboxes": ("create_s", "start_s"),
     }  # fmt: skip
 
     @classmethod

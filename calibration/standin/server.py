@@ -1,5 +1,6 @@
-"""Starting and stopping the stand-in: the gRPC service and the HTTP proxy on 127.0.0.1, in this process's event loop
-(``serve``) or as a child process (``StandIn``, for tests and for ``calibration.run`` users trying it out)."""
+"""Starting and stopping the stand-in: the gRPC service, the sandboxes' task command router (a second gRPC service)
+and the HTTP proxy on 127.0.0.1, in this process's event loop (``serve``) or as a child process (``StandIn``, for
+tests and for ``calibration.run`` users trying it out)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 
 from calibration.standin.api import TOKEN_ID, TOKEN_SECRET, Service
 from calibration.standin.platform import PARAMS, Params, Platform
+from calibration.standin.sandboxes import Router
 
 
 def env(url: str) -> dict[str, str]:
@@ -40,6 +42,10 @@ async def serve(params: Params, port: int = 0, proxy_port: int = 0, workdir: Pat
     server = grpclib.server.Server([service])
     await server.start("127.0.0.1", port)
     url = f"http://127.0.0.1:{server._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    # the sandboxes' task command router: a second gRPC service on its own port (calibration/standin/sandboxes.py)
+    router = grpclib.server.Server([Router(service.sandboxes)])
+    await router.start("127.0.0.1", 0)
+    service.sandboxes.router_url = f"http://127.0.0.1:{router._server.sockets[0].getsockname()[1]}"  # type: ignore
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -48,8 +54,10 @@ async def serve(params: Params, port: int = 0, proxy_port: int = 0, workdir: Pat
     await stop.wait()
     for app_id in list(service.apps):
         await service._stop_app(app_id)
-    server.close()
-    await server.wait_closed()
+    await service.sandboxes.close()  # any sandbox left: every process killed and reaped
+    for s in (router, server):
+        s.close()
+        await s.wait_closed()
     await proxy.cleanup()
 
 
