@@ -197,6 +197,34 @@ CANDIDATES: tuple[Candidate, ...] = (
 )
 
 
+def with_range(cands: list[Candidate], text: str) -> list[Candidate]:
+    """``cands`` with the free parameter of ``NAME=LOW..HIGH`` searched over [LOW, HIGH] instead (a workspace, or the
+    Modal stand-in, whose values lie outside the ranges set for Modal's): its grid spread over the new range (at a
+    sixth, half and five sixths of it, on its scale), its start the middle. ValueError naming what is wrong."""
+    name, _, rng = text.partition("=")
+    low_s, _, high_s = rng.partition("..")
+    known = {f.name for c in cands for f in c.free}
+    if name not in known:
+        raise ValueError(f"--range {text}: no free parameter {name!r} (parameters: {', '.join(sorted(known))})")
+    try:
+        low, high = float(low_s), float(high_s)
+    except ValueError:
+        raise ValueError(f"--range {text}: expected NAME=LOW..HIGH with two numbers") from None
+    out = []
+    for c in cands:
+        free = []
+        for f in c.free:
+            if f.name == name:
+                if not (math.isfinite(low) and math.isfinite(high) and (low > 0 or not f.log) and low < high):
+                    raise ValueError(f"--range {text}: needs finite LOW < HIGH{' and LOW > 0 (log scale)' * f.log}")
+                f = replace(f, low=low, high=high)
+                grid = tuple(float(f"{f.from_unit(u):.3g}") for u in (1 / 6, 1 / 2, 5 / 6))
+                f = replace(f, start=grid[1], grid=grid if f.grid else ())
+            free.append(f)
+        out.append(replace(c, free=tuple(free)))
+    return out
+
+
 def by_name(names: list[str] | None) -> list[Candidate]:
     """The candidates named (all if None); ValueError naming an unknown one."""
     if not names:

@@ -33,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from calibration import report, sources
-from calibration.candidates import Candidate, by_name
+from calibration.candidates import Candidate, by_name, with_range
 from calibration.coldstart import COLDSTART_OUT, COLDSTART_RATIO, COLDSTART_REFERENCE, fit_coldstart
 from calibration.envelope import envelope
 from calibration.objective import Objective, Runner, spread
@@ -146,6 +146,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME",
         help="a candidate mechanism set to fit (repeatable; default all: see calibration/candidates.py)",
     )
+    p.add_argument(
+        "--range",
+        action="append",
+        default=[],
+        metavar="NAME=LOW..HIGH",
+        help="search a free parameter over another range, e.g. start_rate=10..5000 (repeatable)",
+    )
     p.add_argument("--leave-out", choices=APPROACHES, help="fit without this approach's figures; report them")
     p.add_argument("--max-evals", type=int, default=150, help="Nelder–Mead evaluations per candidate (default 150)")
     p.add_argument("--profile-points", type=int, default=9, help="scan points per parameter's profile (default 9)")
@@ -158,13 +165,17 @@ def main(argv: list[str] | None = None) -> int:
     seeds = list(range(args.seeds))
     try:
         cands = by_name(args.candidate)
+        for r in args.range:
+            cands = with_range(cands, r)
     except ValueError as e:
         p.error(str(e))
 
     def go() -> int:
         if args.out:
             check_out(args.out)  # before the fit, not after it
-        srcs = [sources.load(s) for s in args.sources or ["loadtest"]]
+        given = args.sources or ["loadtest"]
+        named = sources.names(given)
+        srcs = [sources.load(s, name=named.get(s)) for s in given]
         models = sorted({s.model for s in srcs})
         if len(models) > 1:
             raise ScenarioError(f"sources: one model at a time, got {', '.join(models)} ({', '.join(args.sources)})")

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from calibration import design
 from calibration.plan import DATA, PROG, Plan, app_name, default_run_id, describe
 from calibration.ways import WAYS
 from calibration.ways.base import Option, RunFailed
@@ -77,7 +78,9 @@ def options() -> list[Option]:
 
 def parser() -> ArgParser:
     p = ArgParser(prog=PROG, description="Real calibration runs on Modal: deploy, drive, trace, stop.")
-    p.add_argument("what", choices=list(WAYS), help="which experiment")
+    p.add_argument(
+        "what", choices=[*WAYS, "plan"], help="which experiment (plan: the designed set, calibration/design.py)"
+    )
     for o in options():
         o.add_to(p)
     p.add_argument("--run-id", default=None, help="the run's id (default: UTC time and a random suffix)")
@@ -109,8 +112,9 @@ def validate(args: argparse.Namespace) -> None:
     if args.pip is not None and not all(re.fullmatch(r"[A-Za-z0-9][\w.\-\[\],<>=!~]*", p.strip()) for p in
                                         args.pip.split(",") if p.strip()):  # fmt: skip
         raise ScenarioError(f"--pip: {args.pip!r} is not a comma-separated list of pip requirements")
-    if args.run_id is not None and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,23}", args.run_id):
-        raise ScenarioError("--run-id: 1 to 24 characters of a-z, 0-9 and '-' (it becomes part of app names)")
+    most = 32 - (design.SUFFIX if args.what == "plan" else 0)  # app names stay within Modal's 64 characters
+    if args.run_id is not None and not re.fullmatch(rf"[a-z0-9][a-z0-9-]{{0,{most - 1}}}", args.run_id):
+        raise ScenarioError(f"--run-id: 1 to {most} characters of a-z, 0-9 and '-' (it becomes part of app names)")
 
 
 # --- credentials --------------------------------------------------------------------------------------------------
@@ -254,7 +258,7 @@ def drive(args: argparse.Namespace) -> Callable[[Plan, list[Any]], list[Path]]:
 # --- main ---------------------------------------------------------------------------------------------------------
 
 
-def confirm(plan: Plan, cost: float) -> bool:
+def confirm(plan: Plan | None, cost: float) -> bool:
     """Ask on stdin (the prompt on stderr); only ``y``/``yes`` goes on."""
     print(f"Deploy to Modal and run? Upper-bound cost ${cost:.4f}. [y/N] ", end="", file=sys.stderr, flush=True)
     return sys.stdin.readline().strip().lower() in ("y", "yes")
@@ -271,6 +275,8 @@ def run(
     args = parser().parse_args(argv)
     validate(args)
     load_modal()
+    if args.what == "plan":
+        return run_plan(args, deployer=deployer, driver=driver, credentials=credentials)
     args.run_id = args.run_id or default_run_id()
     plan = make_plan(args)
     if plan.out.exists() and not plan.out.is_dir():
@@ -299,6 +305,47 @@ def run(
         return 1
     for path in written:
         print(path)
+    return 0
+
+
+def run_plan(
+    args: argparse.Namespace,
+    *,
+    deployer: Deployer | None,
+    driver: Callable[[Plan, list[Any]], list[Path]] | None,
+    credentials: Callable[[], bool],
+) -> int:
+    """``calibration.run plan``: the designed runs (calibration/design.py), their cost bound printed before anything
+    deploys, one confirmation for all, then each run not done yet in turn; the first that fails ends the plan
+    (exit 1; run the same command again to resume)."""
+    args.run_id = args.run_id or default_run_id()
+    out = args.out if args.out is not None else DATA / args.run_id
+
+    def make(line: list[str]) -> tuple[float, str]:
+        sub = parser().parse_args(line)
+        validate(sub)
+        p = make_plan(sub)
+        return p.cost(sub.cpu_price, sub.memory_price), p.calls
+
+    lines, cost = design.plan(args, out, make)
+    print("\n".join(lines))
+    if args.dry_run:
+        print("  dry run: nothing deployed; no credentials needed")
+        return 0
+    if not credentials():
+        raise ScenarioError(CREDENTIALS_HELP)
+    if not args.yes and not confirm(None, cost):
+        print(f"{PROG}: not confirmed; nothing deployed", file=sys.stderr)
+        return 1
+    check_out(out, folder=True)
+    for r in design.DESIGN:
+        if design.done(out, r):
+            continue
+        print(f"{PROG} plan: {r.name}", file=sys.stderr)
+        code = run([*design.argv(args, r, out), "--yes"], deployer=deployer, driver=driver, credentials=credentials)
+        if code != 0:
+            print(f"{PROG} plan: {r.name} failed; run the plan again to resume", file=sys.stderr)
+            return code
     return 0
 
 

@@ -59,18 +59,34 @@ class Source:
 MODEL_OF_KIND = {"calls": "loadtest", "starts": "coldstart", "sandboxes": "sandboxes"}
 
 
-def load(text: str, seed: int = 0) -> Source:
-    """A SOURCE argument as a Source (ScenarioError naming it when it is neither a reference nor a trace)."""
+def names(texts: list[str]) -> dict[str, str]:
+    """Each trace directory's name in reports and as an experiment: the shortest tail of its path that no other
+    SOURCE shares (``reference/spawn`` and ``light/spawn`` for two spawn runs of a plan: named by their folder alone,
+    their experiments would be one)."""
+    parts = {t: Path(t).resolve().parts for t in texts if Path(t).is_dir()}
+    out = {}
+    for t, mine in parts.items():
+        n = 1
+        while n < len(mine) and any(o[-n:] == mine[-n:] for u, o in parts.items() if u != t):
+            n += 1
+        out[t] = "/".join(mine[-n:])
+    return out
+
+
+def load(text: str, seed: int = 0, name: str | None = None) -> Source:
+    """A SOURCE argument as a Source (ScenarioError naming it when it is neither a reference nor a trace); a trace
+    is named ``name`` (default: its folder's name)."""
     if text in REFERENCES:
         return Source(text, text)
     path = Path(text)
     if path.is_dir():
         tr = trace.read(path)
+        name = name or tr.name
         src = Source(str(path), MODEL_OF_KIND[tr.kind], trace=tr)
         if tr.kind == "calls":
-            src.targets, src.bootstrap = trace_targets(tr, seed)
+            src.targets, src.bootstrap = trace_targets(tr, seed, name)
             sets = tuple(f"{k}={v}" for k, v in tr.manifest["scenario"].get("set", {}).items())
-            src.experiment = Experiment(tr.name, tr.manifest["scenario"]["preset"], sets, statistics=True)
+            src.experiment = Experiment(name, tr.manifest["scenario"]["preset"], sets, statistics=True)
         return src
     if path.is_file():
         try:
@@ -90,8 +106,9 @@ def floor(stat: str, value: float) -> float:
     return max(rel * abs(value), absolute)
 
 
-def trace_targets(tr: trace.Trace, seed: int = 0) -> tuple[tuple[Target, ...], dict]:
-    """The trace's statistics as targets, each with its bootstrap band; and the bootstrap table."""
+def trace_targets(tr: trace.Trace, seed: int = 0, name: str | None = None) -> tuple[tuple[Target, ...], dict]:
+    """The trace's statistics as targets of the experiment ``name`` (default: the trace's folder's name), each with
+    its bootstrap band; and the bootstrap table."""
     table, window = tr.table, tr.window
     stats = trace.statistics(table, window)
     rng = np.random.default_rng(seed)
@@ -113,7 +130,7 @@ def trace_targets(tr: trace.Trace, seed: int = 0) -> tuple[tuple[Target, ...], d
         se = float(np.std(draws[k], ddof=1))
         lo, hi = (float(x) for x in np.percentile(draws[k], (2.5, 97.5)))
         boot[k] = (float(v), se, lo, hi)
-        targets.append(Target(tr.name, k, float(v), band_s=max(se, floor(k, v))))
+        targets.append(Target(name or tr.name, k, float(v), band_s=max(se, floor(k, v))))
     return tuple(targets), boot
 
 

@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("sim", "models", "calibration", "experiments")
 DYNAMIC = ("import_module", "__import__")  # importlib.import_module("x"), __import__("x"): imports by name
 # modules whose import by name is of user code, not a project edge: the Modal stand-in's container imports whatever
-# module a deployed app names (as modal's container runtime does)
-USER_CODE_IMPORTERS = {"calibration.standin.container"}
+# module a deployed app names (as modal's container runtime does); the cold-start probe imports the program it times
+USER_CODE_IMPORTERS = {"calibration.standin.container", "calibration.apps.coldstart"}
 
 
 def module_names(root: Path) -> dict[str, Path]:

@@ -17,9 +17,10 @@ through the real modal client can be checked against the truth:
   the interpreter's start and modal's import) takes ``autoscaler.cold_start_s`` at the least (more if the process
   is slower); then the user's part runs (the app's module imported, its ``@modal.enter`` methods), as long as it
   takes, and the container is ready.
-- **the autoscaler** decides every ``autoscaler.interval_s``: containers for the inputs running and pending at
-  ``target_inputs`` (else ``max_inputs``) each, between ``min_containers`` and ``max_containers``; a container idle
-  for ``autoscaler.scaledown_window_s`` is stopped.
+- **the autoscaler** decides every ``autoscaler.interval_s``, and at once when work reaches an empty pool (the
+  first input triggers a cold start): containers for the inputs running and pending at ``target_inputs`` (else
+  ``max_inputs``) each, between ``min_containers`` and ``max_containers``, at most ``autoscaler.scaleup_step``
+  more per decision (0: no cap); a container idle for ``autoscaler.scaledown_window_s`` is stopped.
 - **overheads**: an input becomes pending ``overhead.submit_s`` after it is accepted, and its output visible
   ``overhead.result_s`` after its container returns it.
 - **sandboxes** (calibration/standin/sandboxes.py): a create is placed ``sandboxes.create_s`` after it arrives, and
@@ -67,6 +68,7 @@ class Params:
     start_rate: float = 533.0
     start_burst: float = 17.6
     interval_s: float = 1.0
+    scaleup_step: int = 0
     cold_start_s: float = 1.0
     scaledown_window_s: float = 60.0
     submit_s: float = 0.0
@@ -78,7 +80,7 @@ class Params:
     SECTIONS: ClassVar[dict[str, tuple[str, ...]]] = {
         "limits": ("sync_accept_rate", "sync_accept_burst", "sync_pending_cap", "async_accept_rate",
                    "async_accept_burst", "async_pending_cap", "start_rate", "start_burst"),
-        "autoscaler": ("interval_s", "cold_start_s", "scaledown_window_s"),
+        "autoscaler": ("interval_s", "scaleup_step", "cold_start_s", "scaledown_window_s"),
         "overhead": ("submit_s", "result_s"),
         "server": ("proxy_latency_s",),
         "sandboxes": ("create_s", "start_s"),
@@ -102,8 +104,11 @@ class Params:
             for key, value in table.items():
                 if key not in cls.SECTIONS[section]:
                     raise ValueError(f"{path}: unknown key {section}.{key}")
-                if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+                number = isinstance(value, int | float) and not isinstance(value, bool)
+                if not number or not math.isfinite(value) or value < 0:
                     raise ValueError(f"{path}: {section}.{key} must be a finite number ≥ 0, got {value!r}")
+                if cls.__dataclass_fields__[key].type == "int" and value != int(value):
+                    raise ValueError(f"{path}: {section}.{key} must be a whole number, got {value!r}")
                 values[key] = value
         return cls(**values)
 
@@ -293,6 +298,8 @@ class Function:
 
     def _enqueue(self, inp: Input) -> None:
         self.pending.append(inp)
+        if not any(not c.stopped for c in self.containers):
+            self.decide()  # work at an empty pool: a decision now, not at the next tick (docs/sources.md §1)
         self.wake()
 
     def wake(self) -> None:
@@ -384,13 +391,21 @@ class Function:
         if not any(not c.stopped for c in self.containers):
             self.containers.append(Container(self))
 
+    def decide(self) -> None:
+        """One scaling decision's scale-up: the containers wanted, at most ``autoscaler.scaleup_step`` more (0: no
+        cap)."""
+        self.containers = [c for c in self.containers if not c.stopped]
+        add = self.wanted() - len(self.containers)
+        if self.params.scaleup_step:
+            add = min(add, self.params.scaleup_step)
+        for _ in range(add):
+            self.containers.append(Container(self))
+
     async def _autoscale(self) -> None:
         while True:
-            self.containers = [c for c in self.containers if not c.stopped]
+            self.decide()
             want = self.wanted()
             live = [c for c in self.containers if not c.stopped]
-            for _ in range(want - len(live)):
-                self.containers.append(Container(self))
             now = time.monotonic()
             idle = [c for c in live if c.ready and c.load == 0 and now - c.idle_since > self.params.scaledown_window_s]
             for c in idle[: max(0, len(live) - max(want, self.min_containers))]:
