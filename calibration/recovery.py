@@ -83,10 +83,10 @@ def table(truth: Params, fits: dict[str, Fit]) -> list[str]:
         cells = []
         for f in fits.values():
             p = f.profiles[i]
+            low, high = resolved(p)
             flag = "" if p.pinned else ", not pinned"
-            cells.append(
-                f"{f.values[i]:.3g} ({p.low:.3g} .. {p.high:.3g}{flag}) | {'yes' if p.low <= true <= p.high else 'no'}"
-            )
+            holds = "yes" if low <= true <= high else "no"
+            cells.append(f"{f.values[i]:.3g} ({low:.3g} .. {high:.3g}{flag}) | {holds}")
         lines.append(f"| {name} | {true:g} | " + " | ".join(cells) + " |")
     return lines
 
