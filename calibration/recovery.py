@@ -95,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     p = ArgParser(prog=PROG, description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=Path("calibration/data/recovery"), help="the design's traces")
     p.add_argument("--params", type=Path, default=PARAMS, help="the stand-in's parameter file (the truth)")
-    p.add_argument("--seeds", type=int, default=3, help="replications per evaluation (default 3)")
+    p.add_argument(
+        "--seeds", type=int, default=8, help="replications per evaluation (default 8: at 3 the objective is rough)"
+    )
     p.add_argument("--max-evals", type=int, default=150, help="Nelder–Mead evaluations (default 150)")
     p.add_argument("--profile-points", type=int, default=41, help="scan points per profile (default 41)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
