@@ -4,7 +4,10 @@ A load test is a closed loop (domain.md §1, the reference load test): ``clients
 calls outstanding for ``duration_s`` seconds; a call that returns is followed at once by the next; after the
 duration the caller waits up to ``drain_s`` for the calls in flight, then cancels the rest (their ``finished`` stays
 NaN). Batching runs rounds of ``round_items`` items per client in chunks (domain.md §1, way 3). The work of each
-call is drawn by the caller (uniform(work_min, work_max) seconds, seeded) and slept by the remote side.
+call is drawn by the caller (uniform(work_min, work_max) seconds, each client from its own seeded generator, so its
+draws do not depend on which process runs it) and slept by the remote side. Each loop can run a share of the
+clients from a given start ``t0`` and return rows (``*_rows``): calibration/clients.py runs the shares in separate
+processes or containers and merges their rows (``calls_table``); pandas is imported only where a table is made.
 
 Per call the trace records (calibration/trace.py, kind ``calls``): the client, ``issued`` (first attempt),
 ``finished`` (back at the caller), the outcome's error kind and the attempts; from the remote side the container
@@ -36,9 +39,10 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas only where a table is made: a client process or container sends rows
+    import pandas as pd
 
 Clock = Callable[[], float]
 # (client index, the works of one call) -> (the remote side's result, attempts); raises CallFailed
@@ -159,7 +163,7 @@ def http_call(
     *,
     backoff: Backoff | None,
     deadline: Callable[[], bool],
-    seed: int = 0,
+    seed: int | str = 0,
 ) -> Call:
     """``GET {url}/work?seconds=S`` on client i's aiohttp session; 503 and 429 are retried with ``backoff`` until
     ``deadline()`` (none: the first failure is final)."""
@@ -235,15 +239,31 @@ async def _drive(tasks: list[asyncio.Task], until: float, clock: Clock) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def closed_loop(
-    call: Call, load: Load, *, clock: Clock = time.time, offset: float = 0.0, t0: float | None = None
-) -> tuple[pd.DataFrame, float]:
-    """Run ``load`` against ``call``; returns the calls table (trace schema) and the run's start ``t0``."""
-    t0 = clock() if t0 is None else t0
-    rng = random.Random(load.seed)
+def _clients(load: Load, clients: Sequence[int] | None) -> list[int]:
+    """The clients a caller runs: ``clients`` (one process's share of a run, calibration/clients.py), else all."""
+    return list(range(load.clients)) if clients is None else list(clients)
+
+
+def client_rng(load: Load, client: int) -> random.Random:
+    """Client ``client``'s own draws of the work, seeded by the run's seed and the client's number: the same
+    whichever process runs the client (a string seed is hashed with SHA-512, the same in every interpreter)."""
+    return random.Random(f"{load.seed}:{client}")
+
+
+async def closed_loop_rows(
+    call: Call,
+    load: Load,
+    t0: float,
+    *,
+    clients: Sequence[int] | None = None,
+    clock: Clock = time.time,
+    offset: float = 0.0,
+) -> list[dict[str, Any]]:
+    """The calls of ``load``'s closed loop for ``clients`` (default all), started at ``t0``: rows of the calls
+    table (``calls_table`` makes it; a client process sends the rows)."""
     rows: list[dict[str, Any]] = []
 
-    async def slot(client: int) -> None:
+    async def slot(client: int, rng: random.Random) -> None:
         initial = True
         while (issued := clock() - t0) < load.duration_s:
             works = [rng.uniform(load.work_min, load.work_max)]
@@ -253,28 +273,43 @@ async def closed_loop(
             if not await _one(call, client, works, row, t0, offset, clock):
                 return  # a single .remote/.spawn raises: this slot of the test ends (clients.retry = "none")
 
-    tasks = [asyncio.create_task(slot(c)) for c in range(load.clients) for _ in range(load.in_flight)]
+    rngs = {c: client_rng(load, c) for c in _clients(load, clients)}
+    tasks = [asyncio.create_task(slot(c, rng)) for c, rng in rngs.items() for _ in range(load.in_flight)]
     await _drive(tasks, t0 + load.duration_s + load.drain_s, clock)
-    return calls_table(rows), t0
+    return rows
 
 
-async def rounds(
+async def closed_loop(
     call: Call,
     load: Load,
-    round_items: int,
-    chunk_items: int,
     *,
     clock: Clock = time.time,
     offset: float = 0.0,
     t0: float | None = None,
+    clients: Sequence[int] | None = None,
 ) -> tuple[pd.DataFrame, float]:
-    """Batching's closed loop: each client sends a round of ``round_items`` items as chunks of ``chunk_items`` (one
-    call each) and starts the next round when the whole round is back (domain.md §1, way 3)."""
+    """Run ``load`` against ``call``; returns the calls table (trace schema) and the run's start ``t0``."""
     t0 = clock() if t0 is None else t0
-    rng = random.Random(load.seed)
+    rows = await closed_loop_rows(call, load, t0, clients=clients, clock=clock, offset=offset)
+    return calls_table(rows), t0
+
+
+async def rounds_rows(
+    call: Call,
+    load: Load,
+    round_items: int,
+    chunk_items: int,
+    t0: float,
+    *,
+    clients: Sequence[int] | None = None,
+    clock: Clock = time.time,
+    offset: float = 0.0,
+) -> list[dict[str, Any]]:
+    """Batching's closed loop for ``clients`` (default all), started at ``t0``: rows of the calls table."""
     rows: list[dict[str, Any]] = []
 
     async def client_loop(client: int) -> None:
+        rng = client_rng(load, client)
         initial = True
         while (issued := clock() - t0) < load.duration_s:
             works = [rng.uniform(load.work_min, load.work_max) for _ in range(round_items)]
@@ -286,9 +321,59 @@ async def rounds(
                 *(_one(call, client, c, r, t0, offset, clock) for c, r in zip(chunks, batch, strict=True))
             )
 
-    tasks = [asyncio.create_task(client_loop(c)) for c in range(load.clients)]
+    tasks = [asyncio.create_task(client_loop(c)) for c in _clients(load, clients)]
     await _drive(tasks, t0 + load.duration_s + load.drain_s, clock)
+    return rows
+
+
+async def rounds(
+    call: Call,
+    load: Load,
+    round_items: int,
+    chunk_items: int,
+    *,
+    clock: Clock = time.time,
+    offset: float = 0.0,
+    t0: float | None = None,
+    clients: Sequence[int] | None = None,
+) -> tuple[pd.DataFrame, float]:
+    """Batching's closed loop: each client sends a round of ``round_items`` items as chunks of ``chunk_items`` (one
+    call each) and starts the next round when the whole round is back (domain.md §1, way 3)."""
+    t0 = clock() if t0 is None else t0
+    rows = await rounds_rows(call, load, round_items, chunk_items, t0, clients=clients, clock=clock, offset=offset)
     return calls_table(rows), t0
+
+
+async def server_rows(
+    url: str,
+    load: Load,
+    headers: dict[str, str],
+    t0: float,
+    *,
+    clients: Sequence[int] | None = None,
+    connection_limit: int = 1000,
+    backoff: Backoff | None = None,
+    clock: Clock = time.time,
+    offset: float = 0.0,
+) -> list[dict[str, Any]]:
+    """The server way's closed loop over HTTP for ``clients`` (default all), started at ``t0``: rows of the calls
+    table. One aiohttp session per client (``connection_limit`` connections each, the simulator's
+    ``clients.connection_limit``), 503/429 retried with ``backoff`` until the drain ends."""
+    import aiohttp
+
+    mine = _clients(load, clients)
+    timeout = aiohttp.ClientTimeout(total=load.duration_s + load.drain_s)
+    sessions = {
+        c: aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=connection_limit), timeout=timeout) for c in mine
+    }
+    end = t0 + load.duration_s + load.drain_s
+    try:
+        by_index = [sessions.get(c) for c in range(max(mine, default=-1) + 1)]
+        seed = f"{load.seed}:backoff:{mine[0] if mine else 0}"
+        call = http_call(by_index, url, headers, backoff=backoff, deadline=lambda: clock() >= end, seed=seed)
+        return await closed_loop_rows(call, load, t0, clients=mine, clock=clock, offset=offset)
+    finally:
+        await asyncio.gather(*(s.close() for s in sessions.values()), return_exceptions=True)
 
 
 async def server_loop(
@@ -300,23 +385,17 @@ async def server_loop(
     backoff: Backoff | None = None,
     clock: Clock = time.time,
     offset: float = 0.0,
+    clients: Sequence[int] | None = None,
 ) -> tuple[pd.DataFrame, float]:
-    """The server way's closed loop over HTTP: one aiohttp session per client (``connection_limit`` connections
-    each, the simulator's ``clients.connection_limit``), 503/429 retried with ``backoff`` until the drain ends."""
-    import aiohttp
+    """The server way's closed loop over HTTP (``server_rows``); returns the calls table and ``t0``."""
+    import aiohttp  # noqa: F401  # imported before t0, not on the clock
 
     t0 = clock()
-    timeout = aiohttp.ClientTimeout(total=load.duration_s + load.drain_s)
-    sessions = [
-        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=connection_limit), timeout=timeout)
-        for _ in range(load.clients)
-    ]
-    end = t0 + load.duration_s + load.drain_s
-    try:
-        call = http_call(sessions, url, headers, backoff=backoff, deadline=lambda: clock() >= end, seed=load.seed)
-        return await closed_loop(call, load, clock=clock, offset=offset, t0=t0)
-    finally:
-        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+    rows = await server_rows(
+        url, load, headers, t0, clients=clients, connection_limit=connection_limit, backoff=backoff, clock=clock,
+        offset=offset,
+    )  # fmt: skip
+    return calls_table(rows), t0
 
 
 async def coldstart_loop(
@@ -325,6 +404,8 @@ async def coldstart_loop(
     """Container starts at Poisson times (mean ``interval_s`` apart; the simulator's ``coldstart.start_interval_s``),
     each a call of ``probe.remote.aio()`` on a single-use container (calibration/apps/coldstart.py): ``t`` = the
     call's issue, ``total`` = the container's ready time (its last ``@modal.enter``) − ``t``; NaN if it failed."""
+    import pandas as pd
+
     t0 = clock()
     rng = random.Random(seed)
     at = 0.0
@@ -355,6 +436,8 @@ CALL_COLUMNS = ("client", "issued", "started", "finished", "work", "items", "kin
 
 def calls_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Rows as the trace's calls table, in issue order."""
+    import pandas as pd
+
     cols = [*CALL_COLUMNS, "container", "ended"]
     table = pd.DataFrame(rows, columns=cols)
     table = table.astype({"client": "int64", "items": "int64", "attempts": "int64", "initial": "bool"})

@@ -288,7 +288,7 @@ def run(
         return 0
     if not credentials():
         raise ScenarioError(CREDENTIALS_HELP)
-    WAYS[plan.what].check()
+    WAYS[plan.what].check(args)
     print(describe(plan, args.cpu_price, args.memory_price))
     if not args.yes and not confirm(plan, cost):
         print(f"{PROG}: not confirmed; nothing deployed", file=sys.stderr)

@@ -17,7 +17,9 @@ A trace is a directory holding ``manifest.json`` and one Parquet table:
 The manifest says what ran: ``kind``, ``what`` (remote, spawn, copies, batching, server, coldstart, sandboxes),
 ``source`` (``modal`` or ``scalesim``), ``scenario`` (``preset`` and ``set``: the simulator's scenario of the same
 experiment, which is what a fit simulates), ``window`` ([start, end) of the measurement), ``modal_version``,
-``region``, ``started_at``/``ended_at`` (UTC), ``apps`` (the app names deployed), ``parameters`` (the command's own).
+``region``, ``started_at``/``ended_at`` (UTC), ``apps`` (the app names deployed), ``parameters`` (the command's own),
+and for a load test ``clients``: where its clients ran (``driver``: processes, in-process or modal; ``shares``: each
+process's or container's clients and its pid or container; calibration/clients.py).
 
 ``statistics`` computes every figure a fit compares from a table of calls: the same function reads a real trace and
 the simulator's records, so real and simulated figures are comparable by construction.

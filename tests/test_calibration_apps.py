@@ -595,6 +595,7 @@ def test_the_real_driver_with_modal_lookups_stubbed(tmp_path: Path, monkeypatch:
     small = ["--clients", "2", "--calls", "3", "--duration", "0.2", "--drain", "2", "--work-min", "0.001"]
     small += ["--work-max", "0.01", "--copies", "2", "--round", "5", "--chunk", "2", "--starts", "3"]
     small += ["--start-interval", "0.01", "--sandboxes", "4", "--concurrency", "2"]
+    small += ["--client-procs", "0"]  # the load tests' clients in this process: the stubs are here
     dep = FakeDeployer()
     argv = [what, "--yes", "--run-id", "t", "--out", str(tmp_path), *small]
     assert calrun.run(argv, deployer=dep, credentials=lambda: True) == 0

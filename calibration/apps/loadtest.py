@@ -11,6 +11,8 @@
   (modal/app.py ``App.server``). The proxy asks for a workspace proxy token (``Modal-Key``/``Modal-Secret``
   headers) because ``App.server``'s ``unauthenticated`` defaults to False; modal 1.6.4's ``App.server`` has no
   ``requires_proxy_auth`` argument (that name belongs to ``@modal.fastapi_endpoint`` and friends).
+- ``drive_clients`` (``add_driver``, only with ``--driver modal``): one client of the load test in its own container,
+  as the reference test's clients ran (calibration/clients.py).
 
 Every input returns, per item, the container that ran it (``MODAL_TASK_ID``) and when its work started and ended
 (``time.time()``, the container's clock); the caller draws the work (uniform(1, 10) s in the reference test).
@@ -107,6 +109,25 @@ class WorkServer:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+async def drive_clients(job: dict[str, Any], t0: float) -> dict[str, Any]:
+    """``--driver modal``: one client of the load test in this container, from the common start ``t0`` (Unix time);
+    its rows of the calls table and its container (calibration/clients.py ``in_container``). The container's modal
+    client reaches the other Functions by name as any client does (modal/client.py: inside a container it
+    authenticates as the container, no token)."""
+    from calibration import clients
+
+    return await clients.in_container(job, t0)
+
+
+def add_driver(
+    app: modal.App, *, cpu: float, memory_mib: int, region: str | None, timeout_s: int, clients: int
+) -> None:
+    """Add ``drive_clients`` to ``app`` (its image; ``region``, where the reference test's clients ran: us-east):
+    one input per container (no ``@modal.concurrent``), at most ``clients`` containers, each call at most
+    ``timeout_s`` (modal/app.py ``App.function``'s ``timeout``)."""
+    app.function(cpu=cpu, memory=memory_mib, max_containers=clients, region=region, timeout=timeout_s)(drive_clients)
 
 
 def make_app(

@@ -60,8 +60,9 @@ class Way:
         """The ``--set`` keys of ``preset`` that reproduce this experiment."""
         raise NotImplementedError
 
-    def check(self) -> None:
-        """What a real run needs beyond Modal's credentials (ScenarioError naming it); checked before it asks."""
+    def check(self, args: argparse.Namespace) -> None:
+        """What a real run of ``args`` needs beyond Modal's credentials (ScenarioError naming it); checked before it
+        asks and before anything is deployed."""
 
     async def drive(self, args: argparse.Namespace, plan: Plan, handles: list[Any]) -> list[Path]:
         """Run the callers against the deployed apps (``handles``, in ``plan.apps``' order); write the traces."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from calibration.plan import AppPlan
 from calibration.ways.base import Option, capped
-from calibration.ways.loadtest import LoadTest
+from calibration.ways.loadtest import CLIENTS, LoadTest
 
 
 class Batching(LoadTest):
@@ -24,6 +24,7 @@ class Batching(LoadTest):
         Option("--batched", bool, False, "batching with @modal.batched (single-item calls) instead of chunks"),
         # MAX_BATCH_WAIT_MS: 10 minutes
         Option("--batch-wait-ms", int, 1000, "@modal.batched wait_ms (default 1000)", (0, 600_000)),
+        *CLIENTS,
     )
     reference = True
     slowness = 1
@@ -57,13 +58,10 @@ class Batching(LoadTest):
             "function.max_inputs": 1 if args.batched else args.chunk_max_inputs,
         }
 
-    async def call(self, args: argparse.Namespace, names: list[str], load: Any) -> tuple[Any, float]:
-        import modal
+    async def job(self, args: argparse.Namespace, names: list[str], load: Any) -> Any:
+        from calibration.clients import Job
 
-        from calibration import callers
-
-        (fn,) = await callers.hydrated(
-            [modal.Function.from_name(names[0], "work_batched" if args.batched else "work_chunk")]
-        )
-        call = callers.remote_call([fn], chunk=not args.batched)
-        return await callers.rounds(call, load, args.round, 1 if args.batched else args.chunk)
+        target = ((names[0], "work_batched" if args.batched else "work_chunk"),)
+        chunk_items = 1 if args.batched else args.chunk
+        return Job("rounds", load, tuple(range(load.clients)), target, chunk=not args.batched,
+                   round_items=args.round, chunk_items=chunk_items)  # fmt: skip

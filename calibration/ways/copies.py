@@ -10,13 +10,13 @@ from typing import Any
 
 from calibration.plan import AppPlan, app_name
 from calibration.ways.base import Option, capped
-from calibration.ways.loadtest import MAX_INPUTS, Remote, closed_loop
+from calibration.ways.loadtest import CLIENTS, MAX_INPUTS, Remote, closed_loop
 
 
 class Copies(Remote):
     name = "copies"
     preset = "loadtest-copies"
-    options = (Option("--copies", int, 8, "app copies for `copies` (default 8)", (1, 100)), MAX_INPUTS)
+    options = (Option("--copies", int, 8, "app copies for `copies` (default 8)", (1, 100)), MAX_INPUTS, *CLIENTS)
     reference = True
     slowness = 3
 

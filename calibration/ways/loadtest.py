@@ -1,6 +1,7 @@
 """The reference load test's ways (domain.md §1): closed-loop clients calling deployed Functions, a ``calls`` trace.
-``LoadTest`` is what they share (the container size, the load, the common ``--set`` keys, the trace); ``Remote`` and
-``Spawn`` call one Function with ``.remote`` or ``.spawn``."""
+``LoadTest`` is what they share (the container size, the load, the common ``--set`` keys, where the clients run:
+``--driver``, ``--client-procs``, ``--client-lead``, calibration/clients.py; the trace); ``Remote`` and ``Spawn`` call
+one Function with ``.remote`` or ``.spawn``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,16 @@ from calibration.plan import AppPlan, Plan
 from calibration.ways.base import Option, Way, capped, parameters, size
 
 MAX_INPUTS = Option("--max-inputs", int, 500, "@modal.concurrent(max_inputs=N) (default 500)", (1, 1000))
+# where the clients run (calibration/clients.py)
+CLIENTS = (
+    Option("--driver", str, "local", "where the clients run: local processes, or modal: one container each in "
+           "--region, as the reference test's (default local)", choices=("local", "modal")),
+    Option("--client-procs", int, None, "local client processes (default: one per client up to the cores; 0: all "
+           "in this process)", (0, 1000)),
+    Option("--client-lead", float, 60.0, "--driver modal: seconds from spawning the client containers to the "
+           "common start (default 60)", (1, 3600)),
+)  # fmt: skip
+DRIVER_MARGIN_S = 120.0  # a client container's time limit beyond lead + duration + drain (its start, its rows)
 
 
 def load(args: argparse.Namespace) -> Any:
@@ -42,6 +53,25 @@ def closed_loop(args: argparse.Namespace) -> str:
     )
 
 
+def driver_timeout_s(args: argparse.Namespace) -> int:
+    """A client container's time limit (``--driver modal``): the lead, the load, the drain and a margin."""
+    return math.ceil(args.client_lead + args.duration + args.drain + DRIVER_MARGIN_S)
+
+
+def where(args: argparse.Namespace) -> str:
+    """Where the clients run, in words."""
+    from calibration.clients import default_procs
+
+    if args.driver == "modal":
+        region = f"region {args.region}" if args.region else "Modal's region"
+        return (f"clients in {args.clients} Modal containers (drive_clients, {region}), common start "
+                f"{args.client_lead:g} s after their spawn")  # fmt: skip
+    if args.client_procs == 0:
+        return "clients in this process"
+    procs = default_procs(args.clients) if args.client_procs is None else min(args.client_procs, args.clients)
+    return f"clients in {procs} local process{'es' if procs > 1 else ''}"
+
+
 class LoadTest(Way):
     """A load-test way: its apps (``deploy``), the calls it makes (``call``), its own ``--set`` keys (``own_sets``)."""
 
@@ -57,8 +87,9 @@ class LoadTest(Way):
         """How many Functions share the plan's containers (each capped at its share)."""
         return 1
 
-    async def call(self, args: argparse.Namespace, names: list[str], load: Any) -> tuple[Any, float]:
-        """Drive the deployed apps ``names``: (the calls' table, the run's start time)."""
+    async def job(self, args: argparse.Namespace, names: list[str], load: Any) -> Any:
+        """What the clients run against the deployed apps ``names`` (a calibration/clients.py ``Job`` of every
+        client; the way's look-ups that are not per client, such as a server's URL, done here)."""
         raise NotImplementedError
 
     def plan(self, args: argparse.Namespace, name: str, out: Path) -> Plan:
@@ -67,7 +98,36 @@ class LoadTest(Way):
         cpu, mem = size(args, loadtest.CPU, loadtest.MEMORY_MIB)
         load_s = args.duration + args.drain
         apps, n, calls = self.deploy(args, name, {"cpu": cpu, "memory_mib": mem, "region": args.region})
-        return Plan(self.name, args.run_id, apps, cpu, mem, n, load_s, n * load_s, calls, args.duration, load_s, out)
+        container_s, wall_s = n * load_s, load_s
+        if args.driver == "modal":  # the client containers: as big as the app's, each at most its time limit
+            timeout_s, first = driver_timeout_s(args), apps[0]
+            build = first.build
+            opts = {"cpu": cpu, "memory_mib": mem, "region": args.region, "clients": args.clients}
+
+            def with_driver() -> Any:
+                app = build()
+                loadtest.add_driver(app, **opts, timeout_s=timeout_s)
+                return app
+
+            first.build, first.functions = with_driver, [*first.functions, "drive_clients"]
+            container_s += args.clients * timeout_s
+            wall_s += args.client_lead
+        calls = f"{calls}; {where(args)}"
+        return Plan(self.name, args.run_id, apps, cpu, mem, n, load_s, container_s, calls, args.duration, wall_s, out)
+
+    def check(self, args: argparse.Namespace) -> None:
+        """Local client processes' file descriptors within this system's hard limit (calibration/clients.py
+        ``check_descriptors``; a Modal container checks its own)."""
+        from calibration import clients
+
+        if args.driver == "local":
+            opts = {"loop": "closed", **self.descriptor_opts(args)}
+            whole = clients.Job(load=load(args), clients=tuple(range(args.clients)), **opts)
+            clients.check_descriptors(clients.layout(whole, args.client_procs), "--connections")
+
+    def descriptor_opts(self, args: argparse.Namespace) -> dict[str, Any]:
+        """The ``Job`` fields that decide a client's descriptors (the server way's connections)."""
+        return {}
 
     def sets(self, args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
         sets: dict[str, Any] = {
@@ -82,11 +142,13 @@ class LoadTest(Way):
         return sets
 
     async def drive(self, args: argparse.Namespace, plan: Plan, handles: list[Any]) -> list[Path]:
-        from calibration import callers, trace
+        from calibration import callers, clients, trace
 
         sets = self.sets(args, plan)
         names = [a.name for a in plan.apps]
-        table, t0 = await self.call(args, names, load(args))
+        job = await self.job(args, names, load(args))
+        got = await clients.run(job, procs=args.client_procs, driver=args.driver, app=names[0], lead_s=args.client_lead)
+        table, t0 = got.table, got.t0
         mf = callers.manifest(
             "calls",
             plan.what,
@@ -99,6 +161,7 @@ class LoadTest(Way):
             parameters=parameters(args),
             region=args.region,
         )
+        mf["clients"] = got.where
         return [trace.write(plan.out / plan.what, mf, table)]
 
 
@@ -107,7 +170,7 @@ class Remote(LoadTest):
 
     name = "remote"
     preset = "loadtest-remote"
-    options = (MAX_INPUTS,)
+    options = (MAX_INPUTS, *CLIENTS)
     spawn: ClassVar[bool] = False  # calls are ``.spawn`` then ``.get`` (way 1)
 
     def deploy(self, args: argparse.Namespace, name: str, common: dict[str, Any]) -> tuple[list[AppPlan], int, str]:
@@ -120,13 +183,11 @@ class Remote(LoadTest):
     def own_sets(self, args: argparse.Namespace) -> dict[str, Any]:
         return {"clients.in_flight": args.calls, "function.max_inputs": args.max_inputs}
 
-    async def call(self, args: argparse.Namespace, names: list[str], load: Any) -> tuple[Any, float]:
-        import modal
+    async def job(self, args: argparse.Namespace, names: list[str], load: Any) -> Any:
+        from calibration.clients import Job
 
-        from calibration import callers
-
-        fns = await callers.hydrated([modal.Function.from_name(n, "work") for n in names])
-        return await callers.closed_loop((callers.spawn_call if self.spawn else callers.remote_call)(fns), load)
+        targets = tuple((n, "work") for n in names)  # client i calls copy i mod copies
+        return Job("closed", load, tuple(range(load.clients)), targets, spawn=self.spawn)
 
 
 class Spawn(Remote):

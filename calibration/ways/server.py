@@ -10,7 +10,7 @@ from typing import Any
 
 from calibration.plan import AppPlan
 from calibration.ways.base import Option, RunFailed, capped
-from calibration.ways.loadtest import LoadTest, closed_loop
+from calibration.ways.loadtest import CLIENTS, LoadTest, closed_loop
 from sim.scenario import ScenarioError
 
 
@@ -20,6 +20,7 @@ class Server(LoadTest):
     options = (
         Option("--target-concurrency", int, 1000, "server: target_concurrency (default 1000)", (1, 100_000)),
         Option("--connections", int, 1000, "server: connections per client (default 1000)", (1, 100_000)),
+        *CLIENTS,
     )
     reference = True
     slowness = 4
@@ -39,7 +40,7 @@ class Server(LoadTest):
             "clients.connection_limit": args.connections,
         }
 
-    def check(self) -> None:
+    def check(self, args: argparse.Namespace) -> None:
         from calibration.callers import PROXY_KEY_ENV, PROXY_SECRET_ENV, proxy_headers
 
         if not proxy_headers(dict(os.environ)):
@@ -47,16 +48,20 @@ class Server(LoadTest):
                 f"server: set {PROXY_KEY_ENV} and {PROXY_SECRET_ENV} to a workspace proxy token "
                 "(`modal workspace proxy-tokens`): the server requires proxy auth"
             )
+        super().check(args)
 
-    async def call(self, args: argparse.Namespace, names: list[str], load: Any) -> tuple[Any, float]:
+    def descriptor_opts(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {"loop": "server", "connection_limit": args.connections}
+
+    async def job(self, args: argparse.Namespace, names: list[str], load: Any) -> Any:
         import modal
 
         from calibration import callers
+        from calibration.clients import Job
 
-        headers = callers.proxy_headers(dict(os.environ))
+        headers = callers.proxy_headers(dict(os.environ))  # --driver modal: sent with each client's input
         url = await modal.Server.from_name(names[0], "WorkServer").get_url.aio()
         if not url:
             raise RunFailed(f"app {names[0]}: the server has no URL")
-        return await callers.server_loop(
-            url, load, headers, connection_limit=args.connections, backoff=callers.Backoff()
-        )
+        return Job("server", load, tuple(range(load.clients)), url=url, headers=headers,
+                   connection_limit=args.connections, backoff=callers.Backoff())  # fmt: skip
