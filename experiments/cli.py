@@ -58,9 +58,13 @@ def check_out(path: Path, folder: bool = False) -> Path:
         raise ScenarioError(f"--out: a path of {len(str(path)):,} characters is too long")
     if "\x00" in str(path):
         raise ScenarioError(f"--out {str(path)!r}: a path cannot hold a NUL character")
-    if folder and path.exists() and not path.is_dir():
+    try:  # a name too long for the file system, a loop of links, a folder that cannot be searched: bad input
+        exists, is_dir = path.exists(), path.is_dir()
+    except OSError as e:
+        raise ScenarioError(f"--out {path}: {e.strerror}") from None
+    if folder and exists and not is_dir:
         raise ScenarioError(f"--out {path}: is a file, not a folder")
-    if not folder and path.is_dir():
+    if not folder and is_dir:
         raise ScenarioError(f"--out {path}: is a folder, not a file")
     try:
         where.mkdir(parents=True, exist_ok=True)
