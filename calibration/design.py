@@ -69,7 +69,7 @@ DESIGN: tuple[DesignedRun, ...] = (
 # The options a designed run passes on from the plan's command line (the load, the work, the container, prices).
 PASSED = ("--clients", "--calls", "--duration", "--warmup", "--drain", "--work-min", "--work-max", "--seed",
           "--max-inputs", "--max-containers", "--cpu", "--memory-mib", "--region", "--cpu-price",
-          "--memory-price")  # fmt: skip
+          "--memory-price", "--driver", "--client-procs", "--client-lead")  # fmt: skip
 
 
 def argv(args: argparse.Namespace, run: DesignedRun, out: Path) -> list[str]:

@@ -437,7 +437,7 @@ def test_the_way_names_are_the_registrys() -> None:
     from calibration import objective, targets
 
     choices = next(a.choices for a in calrun.parser()._actions if a.dest == "what")
-    assert list(choices) == list(WAYS)
+    assert list(choices) == [*WAYS, "plan"]  # every way, and the designed plan (calibration/design.py)
     assert targets.APPROACHES == ("spawn", "copies", "batching", "server")  # the reference table's rows, in order
     assert {t.approach for t in targets.TARGETS} == set(targets.APPROACHES) and set(targets.APPROACHES) <= set(WAYS)
     assert all(objective.reference(a).preset == WAYS[a].preset for a in targets.APPROACHES)

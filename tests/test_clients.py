@@ -1,7 +1,7 @@
 """Where a load test's clients run (calibration/clients.py): each in its own OS process from one common start, the
 rows merged into the one calls table; a client process that dies or a Ctrl-C ends the run and every child; the
 descriptor check; clients in Modal containers (``--driver modal``). End to end through the real modal client on the
-Modal stand-in, started with its own URL and token in its environment so that its containers' clients reach it."""
+Modal stand-in, whose containers' modal clients are configured to reach it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import json
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,48 +21,25 @@ import pytest
 
 from calibration import clients
 from calibration.callers import Load
-from calibration.standin.server import env as standin_env
-from calibration.standin.server import wait_for
+from calibration.standin.server import StandIn, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ["--calls", "5", "--duration", "2", "--drain", "10", "--work-min", "0.05", "--work-max", "0.2", "--yes"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory: pytest.TempPathFactory):
-    """The stand-in with ``MODAL_SERVER_URL`` and its token in its own environment: its containers inherit them, so
-    a client container's modal client reaches it (the stand-in does not give its containers a client
-    configuration itself; on Modal a container's client is configured by the runtime)."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, **standin_env(url)}
-    log = tmp_path_factory.mktemp("standin") / "log.txt"
-    with open(log, "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "calibration.standin", "--port", str(port)],
-            env=env, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT,
-        )  # fmt: skip
-    assert proc.stdout is not None and proc.stdout.readline().strip() == f"MODAL_SERVER_URL={url}"
-    yield SimpleNamespace(env=env, log=log)
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    """The stand-in; its containers' modal clients are given its URL and token (a client container reaches it)."""
+    with StandIn(log=tmp_path_factory.mktemp("standin") / "log.txt") as s:
+        yield s
 
 
-def cal(standin: SimpleNamespace, *argv: str) -> subprocess.CompletedProcess:
+def cal(standin: StandIn, *argv: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "calibration.run", *argv]
     return subprocess.run(cmd, env=standin.env, capture_output=True, text=True, timeout=120)
 
 
-def lookups(standin: SimpleNamespace, app: str) -> list[str]:
+def lookups(standin: StandIn, app: str) -> list[str]:
     return [line for line in standin.log.read_text().splitlines() if f"FunctionGet {app} " in line]
 
 
@@ -89,7 +65,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-def app_exists(standin: SimpleNamespace, name: str) -> bool:
+def app_exists(standin: StandIn, name: str) -> bool:
     code = (
         f"import modal, sys\ntry:\n    modal.App.lookup({name!r})\n"
         "except modal.exception.NotFoundError:\n    sys.exit(3)"
@@ -118,7 +94,7 @@ def test_each_client_runs_in_its_own_process_from_one_start_into_one_table(stand
     assert list(t.columns) == list(before.columns) and t.dtypes.equals(before.dtypes)
 
 
-def _start(standin: SimpleNamespace, tmp_path: Path, run_id: str, **kw) -> tuple[subprocess.Popen, list[int]]:
+def _start(standin: StandIn, tmp_path: Path, run_id: str, **kw) -> tuple[subprocess.Popen, list[int]]:
     """A long run with two client processes, once both are ready (looked up their handle)."""
     cmd = [sys.executable, "-m", "calibration.run", "spawn", "--clients", "2", "--calls", "3", "--duration", "60",
            "--drain", "5", "--work-min", "0.05", "--work-max", "0.1", "--client-procs", "2", "--yes",

@@ -193,7 +193,8 @@ class Container:
             self.local_port = free_port()
             spec |= {"server_port": self.fn.server_port, "local_port": self.local_port}
         spec["not_before"] = time.time() + self.fn.params.cold_start_s - (time.monotonic() - self.launched)
-        env = {**os.environ, **spec.pop("env", {}), "MODAL_TASK_ID": self.id, "SCALESIM_STANDIN_HIDE": str(PROJECT)}
+        env = {**os.environ, **spec.pop("env", {}), **self.fn.platform.client_env}
+        env |= {"MODAL_TASK_ID": self.id, "SCALESIM_STANDIN_HIDE": str(PROJECT)}
         env.pop("PYTHONPATH", None)
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -426,7 +427,9 @@ class Platform:
         self.params, self.quiet = params, quiet
         self.functions: dict[str, Function] = {}
         self.proxy_load: dict[str, int] = {}
-
+        # what a container's own modal client is given to reach the stand-in (a Modal container's client reaches
+        # Modal's API with the task's identity; here the server's URL and its token): set by server.serve
+        self.client_env: dict[str, str] = {}
         self.tasks: set[asyncio.Task] = set()
 
     def background(self, coro: Any) -> None:

@@ -42,6 +42,7 @@ async def serve(params: Params, port: int = 0, proxy_port: int = 0, workdir: Pat
     server = grpclib.server.Server([service])
     await server.start("127.0.0.1", port)
     url = f"http://127.0.0.1:{server._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    platform.client_env = env(url)  # a container's modal client calls back here (a driver Function's clients)
     # the sandboxes' task command router: a second gRPC service on its own port (calibration/standin/sandboxes.py)
     router = grpclib.server.Server([Router(service.sandboxes)])
     await router.start("127.0.0.1", 0)
