@@ -173,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     def go() -> int:
         if args.out:
             check_out(args.out)  # before the fit, not after it
+            check_out(report.plausible_path(args.out))  # written beside it (a loadtest fit)
         given = args.sources or ["loadtest"]
         named = sources.names(given)
         srcs = [sources.load(s, name=named.get(s)) for s in given]

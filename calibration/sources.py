@@ -16,7 +16,6 @@ are, if anything, too small. The floors keep a figure's band from shrinking belo
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from calibration import trace
 from calibration.objective import Experiment
 from calibration.report import write_settings
 from calibration.targets import REFERENCE, Target
+from sim import files
 from sim.scenario import ScenarioError
 
 REFERENCES = {"loadtest": REFERENCE, "coldstart": None, "sandboxes": None}  # names; None: figures in the code
@@ -89,10 +89,7 @@ def load(text: str, seed: int = 0, name: str | None = None) -> Source:
             src.experiment = Experiment(name, tr.manifest["scenario"]["preset"], sets, statistics=True)
         return src
     if path.is_file():
-        try:
-            table = tomllib.loads(path.read_bytes().decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            raise ScenarioError(f"{path}: not a TOML reference table ({e})") from None
+        table = files.read_toml(path, "a TOML reference table")  # a regular file within its cap, its depth capped
         if table.get("kind") != "reference" or table.get("model") != "loadtest":
             raise ScenarioError(f"{path}: not a reference table (kind = 'reference', model = 'loadtest')")
         return Source(str(path), "loadtest")

@@ -13,11 +13,11 @@ median), errors exactly 0 (a penalty of one band per 1% of the calls issued that
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from calibration.ways import WAYS
+from sim import files
 
 # The model's metric names (models/inputs/summary.py ``summarize``).
 CALLS = "calls_per_s"
@@ -105,7 +105,7 @@ REFERENCE = Path(__file__).resolve().parent / "reference" / "loadtest.toml"
 
 def reference_table(path: Path = REFERENCE) -> tuple[tuple[Target, ...], tuple[Prediction, ...]]:
     """The targets and predictions of a reference table: per approach, its released figures and ``kept_aside``."""
-    table = tomllib.loads(path.read_text())
+    table = files.read_toml(path, "a reference table")
     tgts: list[Target] = []
     preds: list[Prediction] = []
     for approach in APPROACHES:

@@ -27,6 +27,7 @@ the simulator's records, so real and simulated figures are comparable by constru
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from models.inputs.summary import ERROR_KINDS, Window, summarize
+from sim import files
 from sim.scenario import ScenarioError
 
 MANIFEST = "manifest.json"
@@ -99,12 +101,9 @@ def read(path: Path) -> Trace:
     mf = path / MANIFEST
     if not path.is_dir():
         raise ScenarioError(f"{path}: not a trace directory (a folder with {MANIFEST} and a Parquet table)")
-    try:
-        manifest = json.loads(mf.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise ScenarioError(f"{mf}: missing") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ScenarioError(f"{mf}: not JSON ({e})") from None
+    if not mf.exists():
+        raise ScenarioError(f"{mf}: missing")
+    manifest = files.read_json(mf, "a trace's manifest")  # a regular file within its cap, never a pipe
     if not isinstance(manifest, dict):
         raise ScenarioError(f"{mf}: must be a JSON object")
     for key in MANIFEST_KEYS:
@@ -127,10 +126,11 @@ def read(path: Path) -> Trace:
     if not isinstance(scenario.get("set", {}), dict):
         raise ScenarioError(f"{mf}: scenario.set must be a table of KEY: VALUE")
     tf = path / TABLES[kind]
+    if not tf.exists():
+        raise ScenarioError(f"{tf}: missing")
+    data = io.BytesIO(files.read_bytes(tf, "a trace's Parquet table", files.TRACE_CAP))
     try:
-        table = pd.read_parquet(tf)
-    except FileNotFoundError:
-        raise ScenarioError(f"{tf}: missing") from None
+        table = pd.read_parquet(data)
     except Exception as e:  # pyarrow raises several kinds on a file that is not Parquet
         raise ScenarioError(f"{tf}: not a Parquet table ({type(e).__name__})") from None
     return Trace(path, manifest, _conform(tf, manifest, table))

@@ -10,9 +10,11 @@ import ctypes
 import math
 import os
 import signal
+import stat
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NoReturn
@@ -20,6 +22,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from models.registry import MODELS, model_of
+from sim import files
 from sim.model import InvariantViolated
 from sim.scenario import ScenarioError, build, resolve
 
@@ -50,29 +53,66 @@ def load_scenario(name: str, sets: list[str] = (), params: list[str] = ()) -> An
     return build_scenario(tree, base)
 
 
-def check_out(path: Path, folder: bool = False) -> Path:
-    """An output path checked before any work starts: its folder is created if missing, and must be writable; a
-    file output must not be a folder, a folder output not a file. Bad input (exit 2) otherwise."""
+def check_out(path: Path, folder: bool = False, inside: Iterable[str] = ()) -> Path:
+    """An output path checked before any work starts, the one check every command's writes go through: a path of
+    legal length (each name within the file system's limit), its folder created if missing and writable (a file is
+    created and removed there to be sure: /proc passes os.access), and the target a regular file or absent for a file
+    output (not a folder, a device or a named pipe, which would block the writer), a folder for a folder output, and
+    each of ``inside`` (the files a folder output will hold) a regular file or absent. Bad input (exit 2) otherwise."""
     where = path if folder else path.parent
-    if len(str(path)) > 1000:
-        raise ScenarioError(f"--out: a path of {len(str(path)):,} characters is too long")
-    if "\x00" in str(path):
-        raise ScenarioError(f"--out {str(path)!r}: a path cannot hold a NUL character")
-    try:  # a name too long for the file system, a loop of links, a folder that cannot be searched: bad input
-        exists, is_dir = path.exists(), path.is_dir()
-    except OSError as e:
-        raise ScenarioError(f"--out {path}: {e.strerror}") from None
-    if folder and exists and not is_dir:
+    text = str(path)
+    if len(text) > 1000:
+        raise ScenarioError(f"--out: a path of {len(text):,} characters is too long")
+    if "\x00" in text:
+        raise ScenarioError(f"--out {text!r}: a path cannot hold a NUL character")
+    for name in path.parts:
+        if len(os.fsencode(name)) > NAME_MAX:
+            raise ScenarioError(
+                f"--out {files.shown(path)}: a name of {len(name):,} characters, longer than a file name can be "
+                f"({NAME_MAX})"
+            )
+    mode = _mode(path)
+    if folder and mode is not None and not stat.S_ISDIR(mode):
         raise ScenarioError(f"--out {path}: is a file, not a folder")
-    if not folder and is_dir:
+    if not folder and mode is not None and stat.S_ISDIR(mode):
         raise ScenarioError(f"--out {path}: is a folder, not a file")
+    targets = [path] if not folder else [path / name for name in inside]
+    for target in targets:
+        mode = _mode(target)
+        if mode is not None and not stat.S_ISREG(mode):
+            raise ScenarioError(f"--out {target}: {_kind(mode)}, not a regular file to write")
+        if mode is not None and not os.access(target, os.W_OK):
+            raise ScenarioError(f"--out {target}: is not writable")
     try:
         where.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ScenarioError(f"--out {path}: cannot create {where}: {e.strerror}") from None
     if not os.access(where, os.W_OK):
         raise ScenarioError(f"--out {path}: {where} is not writable")
+    try:  # os.access says yes to root for /proc and a read-only file system: a file written and removed says
+        fd, probe = tempfile.mkstemp(dir=where, prefix=".scalesim-out-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ScenarioError(f"--out {path}: cannot write in {where}: {e.strerror}") from None
     return path
+
+
+NAME_MAX = 255  # bytes in one file name (Linux, macOS)
+
+
+def _mode(path: Path) -> int | None:
+    """``path``'s file type and mode (following links), None if absent; bad input if it cannot be looked up."""
+    try:
+        return os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as e:  # a name too long, a loop of links, a folder that cannot be searched
+        raise ScenarioError(f"--out {files.shown(path)}: {e.strerror}") from None
+
+
+def _kind(mode: int) -> str:
+    return "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
 
 
 BUDGET_ENV = "SCALESIM_BUDGET"  # a factor on every model's run-size budget (README, "Bad input")

@@ -26,6 +26,8 @@ from experiments.cli import (
 )
 from models.registry import MODELS
 
+matplotlib.rcParams["text.parse_math"] = False  # titles and labels are text (a user's $ too), never mathtext
+
 
 def main(argv: list[str] | None = None) -> int:
     p = ArgParser(prog="python -m experiments.compare", description=__doc__.splitlines()[0])

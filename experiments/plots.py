@@ -16,6 +16,8 @@ from matplotlib.ticker import FuncFormatter
 
 from sim.model import Figure, TimeSeries
 
+matplotlib.rcParams["text.parse_math"] = False  # titles and labels are text (a user's $ too), never mathtext
+
 # fixed colours, the same in every report and page: per way (an approach, app copies) and per limit
 WAY_COLOURS = {"remote": "#4c72b0", "spawn": "#dd8452", "copies": "#55a868", "batching": "#8172b3", "server": "#c44e52"}
 LIMIT_COLOURS = {

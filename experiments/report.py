@@ -30,6 +30,7 @@ from experiments.cli import ArgParser, check_out, human, main_guard, run_scenari
 from experiments.plots import draw, draw_timeseries
 from experiments.results import read_results
 from models.registry import MODELS
+from sim import files
 from sim.model import Model
 from sim.scenario import ScenarioError, build, flatten, schema_keys, set_dotted, to_dict
 
@@ -246,10 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     def go() -> int:
-        check_out(args.out or args.results.parent, folder=True)
+        check_out(args.out or args.results.parent, folder=True, inside=("summary.csv", "report.html"))
         table = read_results(args.results)
         meta_file = args.results.parent / "sweep.json"
-        meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
+        meta = files.read_json(meta_file, "a sweep's sweep.json") if meta_file.exists() else {}
+        if not isinstance(meta, dict):
+            raise ScenarioError(f"{meta_file}: not a sweep's sweep.json (a JSON object)")
         if args.point is not None and args.point not in set(table["point"]):
             points = sorted(set(table["point"]))
             raise ScenarioError(f"--point {args.point}: no such point (the table's are {points[0]} to {points[-1]})")

@@ -14,6 +14,7 @@ import pandas as pd
 
 from experiments.cli import build_scenario
 from models.registry import MODELS
+from sim import files
 from sim.scenario import ScenarioError, flatten, to_dict
 
 KEYS = ["point", "variant", "seed"]
@@ -40,7 +41,7 @@ def done_rows(path: Path) -> set[tuple[int, int]]:
     if not path.exists():
         return set()
     try:
-        text = path.read_text()
+        text = files.read_bytes(path, "a results table", files.TABLE_CAP).decode("utf-8")
     except UnicodeDecodeError:
         raise ScenarioError(f"{path}: not a UTF-8 results table; remove it or use --fresh") from None
     if text and not text.endswith("\n"):
@@ -98,11 +99,12 @@ class Appender:
 def read_results(path: Path) -> pd.DataFrame:
     """The results table (CSV or Parquet), sorted by point and seed."""
     path = Path(path)
+    data = io.BytesIO(files.read_bytes(path, "a results table", files.TABLE_CAP))  # regular, within its cap
     try:
         table = (
-            pd.read_parquet(path)
+            pd.read_parquet(data)
             if path.suffix == ".parquet"
-            else pd.read_csv(path, keep_default_na=False, na_values=[""])
+            else pd.read_csv(data, keep_default_na=False, na_values=[""])
         )
     except (OSError, ValueError) as e:
         raise ScenarioError(f"{path}: cannot read a results table: {e}") from None

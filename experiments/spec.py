@@ -35,6 +35,7 @@ from sim.scenario import (
 
 SWEEPS = Path(__file__).resolve().parent / "sweeps"
 DEFAULT = "loadtest-scale"
+SPEC_FILE = "a sweep spec or scenario file"
 PLAUSIBLE = ("plausible", "kept")  # a point's fields of --uncertainty, columns of its rows (``kept`` as kept_point)
 SPEC_KEYS = {"name", "description", "seeds", "scale", "base", "factors", "variants", "report", "quick"}
 
@@ -135,8 +136,8 @@ def load_spec(
     path = Path(name)
     if exists(SWEEPS / f"{name}.toml"):
         path, raw = SWEEPS / f"{name}.toml", read_toml(SWEEPS / f"{name}.toml")
-    elif path.suffix == ".toml" and exists(path) and {"base", "factors", "variants"} & set(read_toml(path)):
-        raw = read_toml(path)
+    elif path.suffix == ".toml" and exists(path) and {"base", "factors", "variants"} & set(read_toml(path, SPEC_FILE)):
+        raw = read_toml(path, SPEC_FILE)
     else:  # a scenario: sweep it over the --factors
         resolve(name)  # fails with a clear line if it is neither
         raw = {"name": Path(name).stem, "base": {"scenario": name}}
@@ -169,18 +170,20 @@ def load_spec(
         factor_table.update(_table("quick.factors", q.get("factors", {})))
         base_sets += _scenario_keys("quick.set", _table("quick.set", q.get("set", {})), schema)
     for f in params:
-        base_sets += _scenario_keys(f"--params {f}", flatten(read_toml(Path(f))), schema)
+        base_sets += _scenario_keys(f"--params {f}", flatten(read_toml(Path(f), "a parameter file")), schema)
     user_sets: list[tuple[str, Any]] = []
     for s in sets:
         if "=" not in s:
             raise ScenarioError(f"--set {s}: expected KEY=VALUE")
         k, v = s.split("=", 1)
-        user_sets += _scenario_keys("--set", {k.strip(): parse_value(v.strip())}, schema)
+        user_sets += _scenario_keys("--set", {k.strip(): parse_value(v.strip(), f"--set {k.strip()}")}, schema)
     for f in factors:
         if "=" not in f:
             raise ScenarioError(f"--factor {f}: expected KEY=V1,V2,...")
         k, v = f.split("=", 1)
-        factor_table[k.strip()] = [parse_value(x.strip()) for x in split_values(v) if x.strip()]
+        factor_table[k.strip()] = [
+            parse_value(x.strip(), f"--factor {k.strip()}") for x in split_values(v) if x.strip()
+        ]
     if seeds is not None:
         n_seeds = seeds
     if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or n_seeds < 1:

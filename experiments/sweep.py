@@ -35,7 +35,11 @@ from experiments.cli import (
 from experiments.results import KEYS, Appender, columns, done_rows, read_results
 from experiments.rows import run_point
 from experiments.spec import DEFAULT, Spec, load_spec
+from sim import files
 from sim.scenario import ScenarioError
+
+# the files a sweep writes under --out (the report adds its PNGs): each a regular file or absent, checked up front
+SWEEP_FILES = ("results.csv", "spec.json", "sweep.json", "results.parquet", "summary.csv", "report.html")
 
 # --- running ---------------------------------------------------------------------------------------------------
 
@@ -47,7 +51,7 @@ def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh
     if fresh:
         for f in (results, spec_file, out / "sweep.json", out / "results.parquet", out / "summary.csv"):
             f.unlink(missing_ok=True)
-    if spec_file.exists() and spec_file.read_text() != spec.key():
+    if spec_file.exists() and files.read_text(spec_file, "a sweep's spec.json", files.JSON_CAP) != spec.key():
         raise ScenarioError(f"{out}: holds results of a different sweep; use --fresh or another --out")
     spec_file.write_text(spec.key())
     meta = {
@@ -158,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def go() -> int:
         spec = load_spec(args.spec, args.sets, args.factors, args.seeds, args.quick, args.params, args.uncertainty)
-        out = check_out(args.out or Path("runs") / (spec.name + ("-quick" if args.quick else "")), folder=True)
+        out = args.out or Path("runs") / (spec.name + ("-quick" if args.quick else ""))
+        out = check_out(out, folder=True, inside=SWEEP_FILES)
         t0 = time.perf_counter()
         table = run_sweep(spec, out, args.jobs, args.executor, args.fresh)
         wall = time.perf_counter() - t0

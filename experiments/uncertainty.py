@@ -22,7 +22,6 @@ candidates that fit alike) and run-to-run noise together.
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 
 from experiments.cli import cap_jobs, load_scenario, process_pool, run_scenario
 from models.inputs.approaches import APPROACHES
+from sim import files
 from sim.scenario import ScenarioError
 
 SHIPPED = Path(__file__).resolve().parent.parent / "calibration" / "params" / "reference-loadtest.plausible.json"
@@ -47,7 +47,7 @@ def plausible_file(params: list[str]) -> Path:
 def load(path: Path) -> tuple[list[str], list[list[str]]]:
     """(the kept model's settings, every plausible model's settings) from a plausible-models file."""
     try:
-        doc = json.loads(path.read_text())
+        doc = files.read_json(path, "a plausible-models file")
         kept, models = list(doc["kept"]["settings"]), [list(m["settings"]) for m in doc["models"]]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ScenarioError(f"{path}: not a plausible-models file ({type(e).__name__}: {e})") from None

@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 from scipy import integrate, special
 
+from sim import files
+
 _BATCH = 4096
 
 
@@ -245,12 +247,10 @@ def _empirical(arg: str, base_dir: Path | None) -> Empirical:
     path = Path(arg.strip().strip("'\""))
     if not path.is_absolute() and base_dir is not None and not path.exists():
         path = base_dir / path
-    try:
-        lines = path.read_text().splitlines()
-    except UnicodeDecodeError:
-        raise DistError(f"empirical({arg}): {path} is not a UTF-8 text file") from None
-    except OSError as e:
-        raise DistError(f"empirical({arg[:200]}): cannot read {str(path)[:200]}: {e.strerror}") from None
+    try:  # a regular file within its cap, never a pipe or a device (sim/files.py)
+        lines = files.read_text(path, "an empirical values file", files.EMPIRICAL_CAP).splitlines()
+    except ValueError as e:
+        raise DistError(f"empirical({arg[:200]}): {e}") from None
     values = []
     for n, line in enumerate(lines, 1):
         line = line.split("#", 1)[0].strip()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+from sim import files
 from sim.dists import Dist, DistError, parse_dist
 
 
@@ -70,10 +71,11 @@ def with_sections(base: type, sections: dict[str, type], name: str) -> type:
     return schema
 
 
-def parse_value(text: str) -> Any:
-    """A ``--set`` value: a TOML literal if it parses as one (1, 2.5, true, [1, 2]), else the raw string."""
+def parse_value(text: str, where: str = "--set") -> Any:
+    """A ``--set`` value: a TOML literal if it parses as one (1, 2.5, true, [1, 2]), else the raw string; nested
+    deeper than a document may be (sim/files.py), a ScenarioError naming ``where``."""
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        return files.loads_toml(f"v = {text}", where)["v"]
     except tomllib.TOMLDecodeError:
         return text
 
@@ -103,18 +105,10 @@ def merge(base: dict, over: dict) -> dict:
     return out
 
 
-def read_toml(path: Path) -> dict:
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such file") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{path}: malformed TOML: {e}") from None
-    except UnicodeDecodeError:
-        raise ScenarioError(f"{path}: not a UTF-8 text file") from None
-    except OSError as e:
-        raise ScenarioError(f"{str(path)[:200]}: cannot read: {e.strerror}") from None
+def read_toml(path: Path, what: str = "a scenario file") -> dict:
+    """A TOML file read through the checked path (sim/files.py: a regular file within its size cap, its depth
+    capped); ``what`` it should be names it in the error."""
+    return files.read_toml(path, what)
 
 
 def build(cls: type, data: dict, prefix: str = "", base_dir: Path | None = None) -> Any:
@@ -237,12 +231,12 @@ def resolve(scenario: str, sets: list[str] = (), params_files: list[str] = ()) -
         names = ", ".join(sorted(p.stem for p in PRESETS.glob("*.toml")))
         raise ScenarioError(f"{scenario}: unknown preset and no such file (presets: {names})")
     for pf in params_files:
-        tree = merge(tree, read_toml(Path(pf)))
+        tree = merge(tree, read_toml(Path(pf), "a parameter file"))
     for s in sets:
         if "=" not in s:
             raise ScenarioError(f"--set {s}: expected KEY=VALUE")
         key, text = s.split("=", 1)
-        set_dotted(tree, key.strip(), parse_value(text.strip()))
+        set_dotted(tree, key.strip(), parse_value(text.strip(), f"--set {key.strip()[:60]}"))
     return tree, base
 
 

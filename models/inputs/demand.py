@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
 import math
 import re
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from typing import Literal
 
 import numpy as np
 
+from sim import files
 from sim.scenario import param
 
 DAY_S, WEEK_S = 86_400.0, 7 * 86_400.0
@@ -198,13 +200,8 @@ class TraceParams:
 def read_azure(path: str, function: str = "") -> np.ndarray:
     """The per-minute counts of an Azure Functions invocation CSV: one row (HashFunction ``function``) or the sum of
     all rows. ValueError naming the file and what is wrong."""
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            rows = list(csv.reader(f))
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such file") from None
-    except (UnicodeDecodeError, IsADirectoryError, OSError) as e:
-        raise ValueError(f"{path}: not a readable UTF-8 CSV ({type(e).__name__})") from None
+    text = files.read_text(path, "an Azure Functions per-minute CSV", files.CSV_CAP)  # regular, within its cap
+    rows = list(csv.reader(io.StringIO(text, newline="")))
     if not rows or rows[0][:4] != ["HashOwner", "HashApp", "HashFunction", "Trigger"]:
         raise ValueError(f"{path}: not the Azure Functions format (HashOwner,HashApp,HashFunction,Trigger,1,2,...)")
     minutes = rows[0][4:]
