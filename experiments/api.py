@@ -23,9 +23,9 @@ import pandas as pd
 
 from experiments import results
 from experiments import whatif as whatif_cmd
-from experiments.cli import load_scenario, run_scenario
+from experiments.cli import check_out, load_scenario, run_scenario
 from experiments.spec import load_spec
-from experiments.sweep import run_sweep
+from experiments.sweep import SWEEP_FILES, run_sweep
 from sim.scenario import ScenarioError
 
 
@@ -81,7 +81,7 @@ def sweep(
     factor_args = [f"{k}={','.join(_toml(v) for v in values)}" for k, values in (factors or {}).items()]
     s = load_spec(spec, _sets(set), factor_args, seeds, quick)
     if out is not None:
-        return run_sweep(s, Path(out), jobs)
+        return run_sweep(s, check_out(Path(out), folder=True, inside=SWEEP_FILES), jobs)
     with tempfile.TemporaryDirectory() as tmp:
         return run_sweep(s, Path(tmp), jobs)
 

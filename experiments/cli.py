@@ -58,7 +58,8 @@ def check_out(path: Path, folder: bool = False, inside: Iterable[str] = ()) -> P
     legal length (each name within the file system's limit), its folder created if missing and writable (a file is
     created and removed there to be sure: /proc passes os.access), and the target a regular file or absent for a file
     output (not a folder, a device or a named pipe, which would block the writer), a folder for a folder output, and
-    each of ``inside`` (the files a folder output will hold) a regular file or absent. Bad input (exit 2) otherwise."""
+    each of ``inside`` (the files a folder output will hold, or glob patterns of them: ``*.png``) a regular file or
+    absent. Bad input (exit 2) otherwise."""
     where = path if folder else path.parent
     text = str(path)
     if len(text) > 1000:
@@ -76,7 +77,7 @@ def check_out(path: Path, folder: bool = False, inside: Iterable[str] = ()) -> P
         raise ScenarioError(f"--out {path}: is a file, not a folder")
     if not folder and mode is not None and stat.S_ISDIR(mode):
         raise ScenarioError(f"--out {path}: is a folder, not a file")
-    targets = [path] if not folder else [path / name for name in inside]
+    targets = [path] if not folder else [t for name in inside for t in _inside(path, name)]
     for target in targets:
         mode = _mode(target)
         if mode is not None and not stat.S_ISREG(mode):
@@ -109,6 +110,16 @@ def _mode(path: Path) -> int | None:
         return None
     except OSError as e:  # a name too long, a loop of links, a folder that cannot be searched
         raise ScenarioError(f"--out {files.shown(path)}: {e.strerror}") from None
+
+
+def _inside(folder: Path, name: str) -> list[Path]:
+    """The files of ``folder`` a folder output's ``name`` (a file's name or a glob pattern) means; none if absent."""
+    if not any(c in name for c in "*?["):
+        return [folder / name]
+    try:
+        return list(folder.glob(name)) if _mode(folder) is not None else []
+    except OSError as e:
+        raise ScenarioError(f"--out {files.shown(folder)}: {e.strerror}") from None
 
 
 def _kind(mode: int) -> str:

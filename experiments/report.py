@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     def go() -> int:
-        check_out(args.out or args.results.parent, folder=True, inside=("summary.csv", "report.html"))
+        check_out(args.out or args.results.parent, folder=True, inside=("summary.csv", "report.html", "*.png"))
         table = read_results(args.results)
         meta_file = args.results.parent / "sweep.json"
         meta = files.read_json(meta_file, "a sweep's sweep.json") if meta_file.exists() else {}

@@ -38,8 +38,8 @@ from experiments.spec import DEFAULT, Spec, load_spec
 from sim import files
 from sim.scenario import ScenarioError
 
-# the files a sweep writes under --out (the report adds its PNGs): each a regular file or absent, checked up front
-SWEEP_FILES = ("results.csv", "spec.json", "sweep.json", "results.parquet", "summary.csv", "report.html")
+# the files a sweep and its report write under --out: each a regular file or absent, checked up front
+SWEEP_FILES = ("results.csv", "spec.json", "sweep.json", "results.parquet", "summary.csv", "report.html", "*.png")
 
 # --- running ---------------------------------------------------------------------------------------------------
 

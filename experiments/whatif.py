@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs = positive("--jobs", int, 1024)(args.jobs)
         p99 = positive("--p99")(args.p99)
         if args.out:
-            check_out(args.out, folder=True, inside=("whatif.html", "plan.html", "frontier.png", "headroom.png"))
+            check_out(args.out, folder=True, inside=("*.html", "*.png"))
         default = {"capacity": "loadtest-copies", "autoscaler": "loadtest-remote", "drain": "loadtest-spawn"}
         scenario = args.scenario or default.get(args.question, "loadtest-remote")
         sets = [*DEFAULTS[args.question], *args.sets]

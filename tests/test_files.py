@@ -255,6 +255,8 @@ def writers(tmp: Path) -> list[tuple[Callable, list[str], str]]:
     pipe = special(tmp / "pipe.png", "fifo")
     piped = tmp / "piped"
     special(piped / "results.csv", "fifo")
+    figures = tmp / "figures"
+    special(figures / "throughput.png", "fifo")  # a report's figure, named by its model
     return [
         (compare.main, ["mmc", "--out", "/proc/x.png"], "/proc"),
         (compare.main, ["mmc", "--out", str(long)], "characters"),
@@ -268,6 +270,8 @@ def writers(tmp: Path) -> list[tuple[Callable, list[str], str]]:
         (sweep.main, ["mmc", "--out", "/proc/x"], "/proc"),
         (report.main, [str(tmp / "r.csv"), "--out", str(a_file)], "not a folder"),
         (report.main, [str(tmp / "r.csv"), "--out", "/proc/x"], "/proc"),
+        (report.main, [str(tmp / "r.csv"), "--out", str(figures)], "throughput.png: a named pipe"),
+        (whatif.main, ["autoscaler", "--out", str(figures)], "throughput.png: a named pipe"),
         (whatif.main, ["drain", "--out", "/proc/x"], "/proc"),
         (whatif.main, ["drain", "--out", str(tmp / ("z" * 300))], "characters"),
     ]

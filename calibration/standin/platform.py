@@ -95,7 +95,7 @@ class Params:
             raise ValueError(f"{path}: over 1 MB, not a parameter file")
         try:
             data = tomllib.loads(path.read_text())
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as e:  # (nested thousands deep)
             raise ValueError(f"{path}: not TOML ({e})") from None
         values: dict[str, Any] = {}
         for section, table in data.items():
