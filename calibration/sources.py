@@ -63,7 +63,7 @@ def names(texts: list[str]) -> dict[str, str]:
     """Each trace directory's name in reports and as an experiment: the shortest tail of its path that no other
     SOURCE shares (``reference/spawn`` and ``light/spawn`` for two spawn runs of a plan: named by their folder alone,
     their experiments would be one)."""
-    parts = {t: Path(t).resolve().parts for t in texts if Path(t).is_dir()}
+    parts = {t: Path(t).resolve().parts for t in texts if files.is_folder(t)}
     out = {}
     for t, mine in parts.items():
         n = 1
@@ -79,7 +79,7 @@ def load(text: str, seed: int = 0, name: str | None = None) -> Source:
     if text in REFERENCES:
         return Source(text, text)
     path = Path(text)
-    if path.is_dir():
+    if files.is_folder(path):
         tr = trace.read(path)
         name = name or tr.name
         src = Source(str(path), MODEL_OF_KIND[tr.kind], trace=tr)
@@ -88,7 +88,7 @@ def load(text: str, seed: int = 0, name: str | None = None) -> Source:
             sets = tuple(f"{k}={v}" for k, v in tr.manifest["scenario"].get("set", {}).items())
             src.experiment = Experiment(name, tr.manifest["scenario"]["preset"], sets, statistics=True)
         return src
-    if path.is_file():
+    if files.exists(path):  # a file: a regular one within its cap (a named pipe or a device: one line, never read)
         table = files.read_toml(path, "a TOML reference table")  # a regular file within its cap, its depth capped
         if table.get("kind") != "reference" or table.get("model") != "loadtest":
             raise ScenarioError(f"{path}: not a reference table (kind = 'reference', model = 'loadtest')")

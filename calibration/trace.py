@@ -99,7 +99,7 @@ def read(path: Path) -> Trace:
     """A trace directory, checked: a malformed one raises ScenarioError naming the file and the key or column."""
     path = Path(path)
     mf = path / MANIFEST
-    if not path.is_dir():
+    if not files.is_folder(path):
         raise ScenarioError(f"{path}: not a trace directory (a folder with {MANIFEST} and a Parquet table)")
     if not mf.exists():
         raise ScenarioError(f"{mf}: missing")

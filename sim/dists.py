@@ -245,7 +245,7 @@ def parse_dist(text: str, base_dir: Path | None = None) -> Dist:
 
 def _empirical(arg: str, base_dir: Path | None) -> Empirical:
     path = Path(arg.strip().strip("'\""))
-    if not path.is_absolute() and base_dir is not None and not path.exists():
+    if not path.is_absolute() and base_dir is not None and not files.exists(path):
         path = base_dir / path
     try:  # a regular file within its cap, never a pipe or a device (sim/files.py)
         lines = files.read_text(path, "an empirical values file", files.EMPIRICAL_CAP).splitlines()

@@ -86,6 +86,23 @@ def check(path: str | os.PathLike, what: str, cap: int) -> os.stat_result:
     return st
 
 
+def exists(path: str | os.PathLike) -> bool:
+    """Whether ``path`` names anything, False for a name the system cannot even look up (too long, NUL bytes)."""
+    try:
+        os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def is_folder(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a folder, False for a name the system cannot even look up (too long, NUL bytes)."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def read_bytes(path: str | os.PathLike, what: str, cap: int) -> bytes:
     """The bytes of a regular file of at most ``cap`` bytes (``check``), read without ever blocking on it."""
     check(path, what, cap)

@@ -116,7 +116,7 @@ READERS: dict[str, tuple[str, Callable[[Path, Path], tuple[Callable, list[str]]]
         lambda f, t: (whatif.main, ["capacity", "--scenario", str(f)]),
         ALL,
     ),
-    "reference": ("ref.toml", lambda f, t: (fit.main, [str(f), "--quick"]), ("fifo", "zero", "big", "deep")),
+    "reference": ("ref.toml", lambda f, t: (fit.main, [str(f), "--quick"]), ALL),
 }
 TRACE_PARTS = {"manifest": ("fifo", "zero", "folder", "big", "deep"), "table": ("fifo", "zero", "folder", "big")}
 CASES = [(r, k) for r, (_, _, kinds) in READERS.items() for k in kinds]
@@ -158,10 +158,17 @@ def test_a_special_file_is_one_line_exit_2(tmp_path, capsys, within_seconds, rea
     f = special(tmp_path / name, kind)
     main, argv = command(f, tmp_path)
     err = one_line_exit_2(capsys, main, argv, name)
-    if reader != "reference" or kind in ("big", "deep"):  # a reference SOURCE that is no regular file: not a source
+    if reader != "reference" or kind != "folder":  # a folder SOURCE is a trace directory (one without a manifest)
         assert WHAT[kind] in err, err
     if kind == "big":
         assert " MB" in err, err
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_a_name_too_long_to_look_up_is_one_line_exit_2(tmp_path, capsys, within_seconds, reader):
+    name, command, _ = READERS[reader]
+    main, argv = command(tmp_path / ("a" * 300 + Path(name).suffix), tmp_path)
+    one_line_exit_2(capsys, main, argv, "a" * 100)
 
 
 @pytest.mark.parametrize("part, kind", [(p, k) for p, kinds in TRACE_PARTS.items() for k in kinds])
