@@ -16,7 +16,7 @@ from models.registry import MODELS
 from sim.scenario import ScenarioError, flatten, to_dict
 
 
-def _keys(point: Point, seed: int) -> dict[str, Any]:
+def row_keys(point: Point, seed: int) -> dict[str, Any]:
     """What identifies a row: the point, its variant and seed, and under --uncertainty its plausible model."""
     row: dict[str, Any] = {"point": point.index, "variant": point.variant, "seed": seed}
     if point.kept is not None:
@@ -26,7 +26,7 @@ def _keys(point: Point, seed: int) -> dict[str, Any]:
 
 def run_point(point: Point, seed: int) -> dict:
     """One row: the point's parameters, the seed, its metrics, wall_s and error (empty if it ran)."""
-    row = _keys(point, seed)
+    row = row_keys(point, seed)
     t0 = time.perf_counter()
     try:
         tree, base = point.tree()
@@ -47,7 +47,7 @@ def run_point(point: Point, seed: int) -> dict:
 def failed_row(point: Point, seed: int, error: str) -> dict:
     """The row of a run that never returned (its task killed every worker that took it): the point's parameters as
     far as they build, and the error."""
-    row = _keys(point, seed)
+    row = row_keys(point, seed)
     try:
         tree, base = point.tree()
         row.update(flatten(tree))

@@ -7,10 +7,11 @@ built-in ``loadtest-scale``), or a scenario swept over the ``--factor``s. Seed s
 points share their random streams (common random numbers) while seeds are independent replications.
 
 Rows (one per point and seed: every parameter, the seed, the metrics, wall_s and error) are appended to
-``OUT/results.csv`` as points finish. A point that fails records its error and the sweep goes on. Running the same
-command again continues where a killed sweep stopped; ``--fresh`` starts over. At the end the table is also written
-as ``results.parquet`` (sorted by point and seed), summaries across seeds as ``summary.csv``, and the plotted report
-(experiments/report.py) under OUT (default ``runs/<spec name>/``).
+``OUT/results.csv`` as points finish. A point that fails records its error and the sweep goes on. One sweep at a time
+writes OUT (experiments/results.py ``lock``). Running the same command again continues where a killed sweep stopped,
+keeping the rows that check out against the spec (``resume``); ``--fresh`` starts over. At the end the table is also
+written as ``results.parquet`` (sorted by point and seed), summaries across seeds as ``summary.csv``, and the plotted
+report (experiments/report.py) under OUT (default ``runs/<spec name>/``).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from experiments.cli import (
     cap_jobs,
     check_out,
     main_guard,
+    one_line,
 )
-from experiments.results import KEYS, Appender, columns, done_rows, read_results
+from experiments.results import Appender, WriteFailed, lock, plan, read_results, resume
 from experiments.rows import run_point
 from experiments.spec import DEFAULT, Spec, load_spec
 from sim import files
@@ -45,8 +47,14 @@ SWEEP_FILES = ("results.csv", "spec.json", "sweep.json", "results.parquet", "sum
 
 
 def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh: bool = False) -> pd.DataFrame:
-    """Run every (point, seed) not yet in OUT/results.csv; return the whole table, sorted."""
+    """Run every (point, seed) not yet kept in OUT/results.csv (``resume``) as the one writer of OUT (``lock``);
+    return the whole table, sorted."""
     out.mkdir(parents=True, exist_ok=True)
+    with lock(out):
+        return _run_sweep(spec, out, jobs, executor, fresh)
+
+
+def _run_sweep(spec: Spec, out: Path, jobs: int, executor: str, fresh: bool) -> pd.DataFrame:
     results, spec_file = out / "results.csv", out / "spec.json"
     if fresh:
         for f in (results, spec_file, out / "sweep.json", out / "results.parquet", out / "summary.csv"):
@@ -64,10 +72,8 @@ def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh
     }
     (out / "sweep.json").write_text(json.dumps(meta, indent=1))
 
-    header = columns(p.tree() for p in spec.points)
-    if any(p.kept is not None for p in spec.points):  # --uncertainty: which plausible model a row ran
-        header[len(KEYS) : len(KEYS)] = ["plausible", "kept_point"]
-    done = done_rows(results)
+    header, rows = plan(spec.points, spec.seeds)
+    header, done = resume(results, header, rows)
     total = sum(p.seeds(spec.seeds) for p in spec.points)
     todo = (  # lazily: a sweep of a hundred million seeds allocates nothing before its first run
         (p, s)
@@ -75,8 +81,6 @@ def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh
         for s in range(p.seeds(spec.seeds))
         if (p.index, s) not in done
     )
-    if done:
-        print(f"resuming: {len(done):,} of {total:,} runs already in {results}", file=sys.stderr)
     if executor in ("process", "dask-local"):
         jobs = cap_jobs("experiments.sweep", jobs, total - len(done))
     if executor == "modal" and len(done) < total:
@@ -164,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         spec = load_spec(args.spec, args.sets, args.factors, args.seeds, args.quick, args.params, args.uncertainty)
         out = args.out or Path("runs") / (spec.name + ("-quick" if args.quick else ""))
         out = check_out(out, folder=True, inside=SWEEP_FILES)
+        with lock(out):  # one writer of --out, for the runs and the report
+            return sweep_and_report(spec, out)
+
+    def sweep_and_report(spec: Spec, out: Path) -> int:
         t0 = time.perf_counter()
         table = run_sweep(spec, out, args.jobs, args.executor, args.fresh)
         wall = time.perf_counter() - t0
@@ -194,6 +202,13 @@ def main(argv: list[str] | None = None) -> int:
         return main_guard("experiments.sweep", go)
     except executors.ClusterLost as e:
         print(f"experiments.sweep: {e}; finished rows are kept, run the same command to continue", file=sys.stderr)
+        return 1
+    except (WriteFailed, OSError) as e:  # a full disk, a file system gone read-only: the rows written are whole
+        what = str(e) if isinstance(e, WriteFailed) else f"{e.filename or 'a write'}: {e.strerror or e}"
+        print(
+            f"experiments.sweep: {one_line(what)}; the rows written are kept, run the same command to continue",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print(
