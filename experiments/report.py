@@ -28,10 +28,10 @@ from scipy import stats
 
 from experiments.cli import ArgParser, check_out, human, main_guard, run_scenario
 from experiments.plots import draw, draw_timeseries
-from experiments.results import read_results
+from experiments.results import model_name, read_results
 from models.registry import MODELS
 from sim import files
-from sim.model import Model
+from sim.model import Figure, Model
 from sim.scenario import ScenarioError, build, flatten, schema_keys, set_dotted, to_dict
 
 PACKAGES = ["scalesim", "simpy", "numpy", "scipy", "pandas", "matplotlib", "modal"]
@@ -50,6 +50,8 @@ def summarize(table: pd.DataFrame, scale: str | None, bottleneck: str = "") -> p
     keys = ["point", "variant"] + ([scale] if scale and scale in table and scale not in ("point", "variant") else [])
     skip = {*keys, "seed", "plausible", "kept_point"}
     numeric = [c for c in ok.columns if c not in skip and pd.api.types.is_numeric_dtype(ok[c])]
+    if ok[keys].dropna().empty:  # no run without an error (or none at a scale): nothing to summarize
+        return pd.DataFrame(columns=[*keys, "seeds", "binding_limit", "binding_agreement", "unstable"])
     groups = ok.groupby(keys, sort=True)
     mean = groups[numeric].mean()
     n = groups.size()
@@ -58,7 +60,7 @@ def summarize(table: pd.DataFrame, scale: str | None, bottleneck: str = "") -> p
     ci = sem.mul(t, axis=0)
     if bottleneck in ok:
         binding = groups[bottleneck].agg(lambda s: s.mode().iloc[0] if len(s.mode()) else "").rename("binding_limit")
-        agree = groups[bottleneck].agg(lambda s: s.value_counts().iloc[0] / len(s) if len(s) else np.nan)
+        agree = groups[bottleneck].agg(lambda s: s.value_counts().iloc[0] / len(s) if s.notna().any() else np.nan)
     else:
         binding = pd.Series("", index=n.index, name="binding_limit")
         agree = pd.Series(np.nan, index=n.index)
@@ -90,7 +92,8 @@ UNSTABLE = 0.10  # a point's seeds disagree when their calls/s spread over more 
 def _unstable(seeds: pd.DataFrame) -> str:
     """Why a point's seeds cannot be averaged ("" if they can): their calls/s spread over more than UNSTABLE of
     the median (seed to seed, a stable load test moves by a few percent; a collapse or a bimodal point by tens)."""
-    x = seeds["calls_per_s"].dropna() if "calls_per_s" in seeds else pd.Series(dtype=float)
+    numbers = "calls_per_s" in seeds and pd.api.types.is_numeric_dtype(seeds["calls_per_s"])
+    x = seeds["calls_per_s"].dropna() if numbers else pd.Series(dtype=float)
     if len(x) < 2 or not x.median() > 0:
         return ""
     spread = (x.max() - x.min()) / x.median()
@@ -160,6 +163,47 @@ def _ranges_said(summary: pd.DataFrame) -> str:
     )
 
 
+def _numeric(column: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
+
+
+def _with_figure_columns(summary: pd.DataFrame, model: Model) -> pd.DataFrame:
+    """The summary with a column (empty) for each mean and CI its model's line figures draw that no run reported."""
+    wanted = [m for spec in model.figures if spec.kind == "lines" for m, _ in spec.metrics]
+    wanted += [spec.reference for spec in model.figures if spec.kind == "lines" and spec.reference]
+    new = [f"{m}_{s}" for m in dict.fromkeys(wanted) for s in ("mean", "ci95") if f"{m}_{s}" not in summary]
+    return summary.assign(**dict.fromkeys(new, np.nan)) if new else summary
+
+
+def _has_numbers(summary: pd.DataFrame, spec: Figure) -> bool:
+    """Whether the figure has anything to draw: a number of one of its metrics (errors, utilization: of its kind's
+    columns; the binding map: a limit)."""
+    if not len(summary):
+        return False
+    if spec.kind == "lines":
+        return any(summary[f"{m}_mean"].notna().any() for m, _ in spec.metrics)
+    if spec.kind in ("errors", "utilization"):
+        cols = [c for c in summary if c.startswith(f"{spec.kind}.") and c.endswith("_mean")]
+        return any(summary[c].notna().any() for c in cols)
+    return "binding_limit" in summary and bool((summary["binding_limit"].astype(str) != "").any())
+
+
+def _plotted(summary: pd.DataFrame, model: Model) -> pd.DataFrame:
+    """The summary's rows with a number for the model's headline (its first line figure's first metric): what
+    its findings and the time series are drawn from."""
+    lines = [spec for spec in model.figures if spec.kind == "lines"]
+    if not lines or not len(summary):
+        return summary.iloc[0:0]
+    return summary[summary[f"{lines[0].metrics[0][0]}_mean"].notna()]
+
+
+def _scenario_text(row: pd.Series) -> str:
+    try:
+        return json.dumps(to_dict(scenario_of(row)), indent=1)
+    except ScenarioError as e:
+        return f"(its parameters do not make a scenario: {e})"
+
+
 def make_report(
     table: pd.DataFrame,
     out: Path,
@@ -172,25 +216,42 @@ def make_report(
     """Write the PNGs and report.html under ``out``; return the page's path. Factors other than ``scale`` split the
     series (a line per variant and value). The figures and tables are the ones the table's model declares."""
     out.mkdir(parents=True, exist_ok=True)
-    model: Model = MODELS[str(table["model"].iloc[0])] if "model" in table and len(table) else MODELS["function"]
-    if not scale or scale not in table:
-        scale = next((f for f in factors or [] if f in table), "point")
+    model: Model = MODELS[model_name(table)]
+    notes: list[str] = []
+    text_scale = scale if scale and scale in table and not _numeric(table[scale]) else None
+    if not scale or scale not in table or not _numeric(table[scale]):
+        scale = next((f for f in factors or [] if f in table and _numeric(table[f])), "point")
+    if text_scale:
+        notes.append(f"{text_scale} holds text, not numbers to draw along an axis: the figures are along {scale}.")
     table = table.copy()
     for key in [f for f in factors or [] if f != scale and f in table]:  # every other factor splits the series
         table["variant"] = table["variant"].astype(str) + ", " + key.split(".")[-1] + "=" + table[key].astype(str)
-    summary = summarize(table, scale, model.bottleneck)
+    summary = _with_figure_columns(summarize(table, scale, model.bottleneck), model)
     summary.to_csv(out / "summary.csv", index=False)
-    figures: list[tuple[str, plt.Figure]] = []
-    if len(summary):
-        figures += [(spec.name, draw(summary, scale, spec)) for spec in model.figures]
     ok = table[table["error"] == ""]
-    if len(ok):
-        pick = timeseries_point if timeseries_point in set(ok["point"]) else int(ok["point"].iloc[0])
-        row = ok[ok["point"] == pick].iloc[0]
+    drawn = [spec for spec in model.figures if _has_numbers(summary, spec)]
+    if len(drawn) < len(model.figures):
+        why = "every run has an error" if len(table) and not len(ok) else "no run reported their numbers"
+        if not len(table):
+            why = "the table has no runs"
+        missing = ", ".join(spec.name for spec in model.figures if spec not in drawn)
+        notes.append(f"Nothing to plot for {missing}: {why}.")
+        if not drawn:
+            print(f"warning: report: nothing to plot ({why})", file=sys.stderr)
+    figures: list[tuple[str, plt.Figure]] = [(spec.name, draw(summary, scale, spec)) for spec in drawn]
+    plotted = _plotted(summary, model)  # the points whose headline number is there: findings, time series
+    candidates = ok[ok["point"].isin(plotted["point"])] if len(plotted) else ok.iloc[0:0]
+    if len(candidates):
+        pick = timeseries_point if timeseries_point in set(candidates["point"]) else int(candidates["point"].iloc[0])
+        row = candidates[candidates["point"] == pick].iloc[0]
         series: dict = {}
-        run_scenario(scenario_of(row), seed=int(row["seed"]), series=series)
-        label = f"{row['variant']}, {scale} = {row[scale]}, seed {int(row['seed'])}"
-        figures.append(("timeseries", draw_timeseries(series, model.timeseries, label)))
+        try:
+            run_scenario(scenario_of(row), seed=int(row["seed"]), series=series)
+        except ScenarioError as e:  # a table written by hand or edited: its parameters do not make a scenario
+            notes.append(f"No time series: point {pick}'s parameters do not make a scenario that runs ({e}).")
+        else:
+            label = f"{row['variant']}, {scale} = {row[scale]}, seed {int(row['seed'])}"
+            figures.append(("timeseries", draw_timeseries(series, model.timeseries, label)))
     pngs = []
     for name, fig in figures:
         path = out / f"{name}.png"
@@ -198,22 +259,25 @@ def make_report(
         plt.close(fig)
         pngs.append(path)
 
-    heading, intro, rows = model.findings(summary, scale) if len(summary) else ("Findings", "", [])
+    heading, intro, rows = model.findings(plotted, scale) if len(plotted) else ("Findings", "", [])
     findings = pd.DataFrame(rows)
     stats_ = ("mean", "ci95", "low", "high")  # low .. high: only a sweep run with --uncertainty has them
     cols = [scale, "variant", "seeds", "models", "binding_limit", "binding_agreement", "unstable"]
     cols += [f"{m}_{s}" for m in model.headline for s in stats_]
     numbers = summary[[c for c in cols if c in summary]].sort_values(["variant", scale]) if len(summary) else summary
     errors = table[table["error"] != ""][["point", "variant", "seed", "error"]]
-    declared = model.metrics(scenario_of(ok.iloc[0]) if len(ok) else model.schema())
+    try:
+        declared = model.metrics(scenario_of(ok.iloc[0]) if len(ok) else model.schema())
+    except ScenarioError:
+        declared = model.metrics(model.schema())
     glossary = "".join(
         f"<tr><td>{m.name}</td><td>{html.escape(m.unit)}</td><td>{html.escape(m.doc)}</td></tr>"
-        for m in (declared[k] for k in model.headline)
+        for m in (declared[k] for k in model.headline if k in declared)
     )
     first_rows = ok.groupby("variant", sort=False).head(1)
     scenarios = "".join(
         f"<details><summary>{html.escape(str(r['variant']))}</summary><pre>"
-        f"{html.escape(json.dumps(to_dict(scenario_of(r)), indent=1))}</pre></details>"
+        f"{html.escape(_scenario_text(r))}</pre></details>"
         for _, r in first_rows.iterrows()
     )
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
@@ -224,6 +288,7 @@ table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ccc;pa
 <h1>{html.escape(title)}</h1><p>{html.escape(description)}</p>{_swept(table, factors or [])}
 <p>{len(table):,} runs, {len(errors):,} with errors; {summary["seeds"].max() if len(summary) else 0} seeds per point;
 95% confidence intervals over seeds (t distribution).{_ranges_said(summary)}</p>
+{"".join(f"<p>{html.escape(n)}</p>" for n in notes)}
 <h2>{html.escape(heading)}</h2>
 <p>{html.escape(intro)}</p>{_table(findings)}
 {"".join(_img(p) for p in pngs)}
@@ -257,11 +322,17 @@ def main(argv: list[str] | None = None) -> int:
             points = sorted(set(table["point"]))
             raise ScenarioError(f"--point {args.point}: no such point (the table's are {points[0]} to {points[-1]})")
         if args.scale is not None:
-            model = MODELS[str(table["model"].iloc[0])] if "model" in table and len(table) else MODELS["function"]
+            model = MODELS[model_name(table)]
             params = [c for c in table.columns if c in schema_keys(model.schema) or c == "point"]
             if args.scale not in params:
                 some = ", ".join(meta.get("factors", {}) or params[:3])
                 raise ScenarioError(f"--scale {args.scale}: not a parameter column of {args.results} (e.g. {some})")
+            if not _numeric(table[args.scale]):
+                text = next((v for v in table[args.scale] if isinstance(v, str)), "")
+                raise ScenarioError(
+                    f"--scale {args.scale}: column of {args.results} holds text ({text!r}), not numbers to draw "
+                    "along an axis"
+                )
         page = make_report(
             table,
             args.out or args.results.parent,
