@@ -241,15 +241,19 @@ def _check_row(
         want = expected.params.get(k, "")
         if row.get(k, "") != want:
             return key, "params", f"{where}, {k} = {row.get(k, '')!r}, its point's {want!r}"
-    if row.get("error", "") == "":
-        for c in expected.numeric:
-            if c in row and row[c] != "" and not _is_number(row[c]):
-                return key, "metrics", f"{where}, {c} = {row[c]!r}"
+    for c in expected.numeric:  # (a row with an error holds none: empty)
+        if c in row and row[c] != "" and not _is_number(row[c]):
+            return key, "metrics", f"{where}, {c} = {row[c]!r}"
     return key, None, ""
 
 
 def _rewrite(path: Path, text: str) -> None:
-    """Replace the table's text at once (a new file renamed over it): a failure leaves the old table whole."""
+    write_whole(path, text)
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Replace a file's text at once (a new file beside it, renamed over it): a failure (a full disk) leaves the old
+    file whole, and raises WriteFailed."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "w", encoding="utf-8", newline="") as f:
@@ -260,7 +264,7 @@ def _rewrite(path: Path, text: str) -> None:
     except OSError as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise WriteFailed(f"{path}: cannot rewrite the table: {e.strerror}") from None
+        raise WriteFailed(f"{path}: cannot write: {e.strerror}") from None
 
 
 # --- writing ---------------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from experiments.cli import (
     main_guard,
     one_line,
 )
-from experiments.results import Appender, WriteFailed, lock, plan, read_results, resume
+from experiments.results import Appender, WriteFailed, lock, plan, read_results, resume, write_whole
 from experiments.rows import run_point
 from experiments.spec import DEFAULT, Spec, load_spec
 from sim import files
@@ -61,7 +61,7 @@ def _run_sweep(spec: Spec, out: Path, jobs: int, executor: str, fresh: bool) -> 
             f.unlink(missing_ok=True)
     if spec_file.exists() and files.read_text(spec_file, "a sweep's spec.json", files.JSON_CAP) != spec.key():
         raise ScenarioError(f"{out}: holds results of a different sweep; use --fresh or another --out")
-    spec_file.write_text(spec.key())
+    write_whole(spec_file, spec.key())  # (never half a file: a resume compares it)
     meta = {
         "name": spec.name,
         "description": spec.description,
@@ -70,7 +70,7 @@ def _run_sweep(spec: Spec, out: Path, jobs: int, executor: str, fresh: bool) -> 
         "seeds": spec.seeds,
         "factors": spec.factors,
     }
-    (out / "sweep.json").write_text(json.dumps(meta, indent=1))
+    write_whole(out / "sweep.json", json.dumps(meta, indent=1))
 
     header, rows = plan(spec.points, spec.seeds)
     header, done = resume(results, header, rows)

@@ -306,6 +306,20 @@ def test_a_full_disk_is_one_line_and_the_resume_completes(tmp_path, capsys, monk
     assert len(t) == 4 and not t.duplicated(["point", "seed"]).any() and (t["error"] == "").all()
 
 
+def test_a_full_disk_while_a_sweep_rewrites_its_files_leaves_them_whole(table_copy, capsys, monkeypatch):
+    def disk_full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def files() -> dict[str, bytes]:
+        return {f.name: f.read_bytes() for f in table_copy.iterdir() if f.name != results.LOCK_FILE}
+
+    before = files()
+    monkeypatch.setattr(os, "fsync", disk_full)
+    assert sweep.main([*RUN, "--out", str(table_copy)]) == 1
+    assert "spec.json: cannot write: No space left on device" in one_line(capsys.readouterr().err)
+    assert files() == before  # no .tmp left either
+
+
 def test_an_unreadable_table_on_resume_is_one_line(table_copy, capsys, monkeypatch):
     path = table_copy / "results.csv"
     path.chmod(0)
