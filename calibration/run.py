@@ -350,11 +350,14 @@ def run_plan(
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        return main_guard(PROG, lambda: run(argv))
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted (any app deployed was stopped)", file=sys.stderr)
-        return 130
+    def go() -> int:
+        try:
+            return run(argv)
+        except KeyboardInterrupt as e:  # main_guard's one line (exit 130) says so
+            e.add_note("any app deployed was stopped")
+            raise
+
+    return main_guard(PROG, go)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ Each figure is the best of ``--repeat`` runs (the least disturbed by other load 
 
 from __future__ import annotations
 
+import argparse
 import heapq
 import json
 import math
@@ -37,8 +38,9 @@ from heapq import heappush
 import numpy as np
 import simpy
 
-from experiments.cli import ArgParser, load_scenario
+from experiments.cli import ArgParser, load_scenario, main_guard
 from models.inputs import loadtest
+from sim.processes import child_preexec
 
 LOADTESTS = ["loadtest-remote", "loadtest-spawn", "loadtest-copies", "loadtest-batching", "loadtest-server"]
 
@@ -191,6 +193,9 @@ print(json.dumps({"sandboxes": m["sandboxes_created"], "makespan_s": m["creation
 """
 
 
+# a measuring child: none of the caller's input, Ctrl-C left to the bench, gone with it (sim/processes.py)
+CHILD: dict = {"stdin": subprocess.DEVNULL, "preexec_fn": child_preexec}
+
 LOADTEST_CHILD = """
 import json, resource, sys
 from experiments.cli import load_scenario
@@ -208,7 +213,7 @@ def loadtest_run(clients: int, jobs: int = 1) -> dict:
     parts on ``jobs`` processes; peak memory is the largest process's."""
     sets = [f"clients.count={clients}", f"function.copies={clients}"]
     cmd = [sys.executable, "-c", LOADTEST_CHILD, str(jobs), "loadtest-copies", *sets]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, **CHILD)
     return {"jobs": jobs, **json.loads(out.stdout)}
 
 
@@ -284,7 +289,7 @@ def simfaas(repeat: int, quick: bool) -> dict:
 def sandbox_run(sets: list[str], preset: str = "sandboxes-v2") -> dict:
     """One sandbox run in a fresh process, so that its peak memory is its own."""
     cmd = [sys.executable, "-c", SANDBOX_CHILD, preset, *sets]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, **CHILD)
     fig = json.loads(out.stdout)
     fig["events_per_wall_s"] = round(fig["events"] / fig["wall_s"])
     return fig
@@ -360,6 +365,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error(f"--repeat: must be >= 1, got {args.repeat}")
+    return main_guard("experiments.bench", lambda: _bench(args))
+
+
+def _bench(args: argparse.Namespace) -> int:
     figures = bench(args.quick, args.repeat)
     if args.json:
         print(json.dumps(figures))

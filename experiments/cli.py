@@ -1,11 +1,13 @@
 """What every command shares: loading a scenario from the command line, running it, and exit codes (interfaces.md).
 
-Exit codes: 0 success; 2 bad input, one line on stderr naming the key or file; 1 anything else.
+Exit codes: 0 success; 2 bad input, one line on stderr naming the key or file; 130 interrupted (Ctrl-C), one line;
+1 anything else.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import math
 import os
@@ -14,16 +16,26 @@ import stat
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import numpy as np
 
 from models.registry import MODELS, model_of
 from sim import files
 from sim.model import InvariantViolated
+from sim.processes import (
+    INTERRUPTED,
+    WorkerDied,
+    detach_worker,
+    exiting_on_interrupt,
+    restore_interrupt,
+    sigint_held,
+)
 from sim.scenario import ScenarioError, build, resolve
 
 BAD_INPUT = 2
@@ -228,7 +240,10 @@ def one_line(message: str) -> str:
 
 
 def main_guard(prog: str, fn: Callable[[], int]) -> int:
-    """Run ``fn``; turn bad input into one line and exit 2."""
+    """Run ``fn``; turn bad input into one line and exit 2, a dead worker process into one line and exit 1, and
+    Ctrl-C into one line and exit 130 ("interrupted", then the notes a command added to the exception with
+    ``add_note``, e.g. where its results so far are kept), once the work has unwound (workers stopped)."""
+    restore_interrupt()
     try:
         return fn()
     except ScenarioError as e:
@@ -236,6 +251,19 @@ def main_guard(prog: str, fn: Callable[[], int]) -> int:
         return BAD_INPUT
     except InvariantViolated as e:  # a bug in the model: say so in one line, exit 1
         print(f"{prog}: {one_line(str(e))}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as e:
+        exiting_on_interrupt()  # a second Ctrl-C does not cut the clean-up short
+        WorkerPool.stop_all()
+        notes = "".join(f"; {n}" for n in getattr(e, "__notes__", ()))
+        start = "\n" if sys.stderr.isatty() else ""  # off the line of the terminal's ^C (and of a progress bar)
+        print(f"{start}{prog}: interrupted{one_line(notes)}", file=sys.stderr)
+        return INTERRUPTED
+    except WORKER_DIED as e:
+        WorkerPool.stop_all()
+        notes = "".join(f"; {n}" for n in getattr(e, "__notes__", ()))
+        why = str(e) if isinstance(e, WorkerDied) else "a worker process died (killed, or out of memory)"
+        print(f"{prog}: {one_line(why + notes)}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # the reader went away (`... | head`): stop quietly, as a Unix tool does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -253,14 +281,56 @@ def cap_jobs(prog: str, jobs: int, runs: int) -> int:
     return max(1, cap)
 
 
-def process_pool(jobs: int) -> ProcessPoolExecutor:
-    """A pool of ``jobs`` worker processes that end when this process dies, SIGKILL included."""
-    return ProcessPoolExecutor(max_workers=jobs, initializer=die_with_parent, initargs=(os.getpid(),))
+WORKER_DIED = (WorkerDied, BrokenProcessPool)  # a run's worker process ended without answering: exit 1, one line
+
+
+class WorkerPool(ProcessPoolExecutor):
+    """A ProcessPoolExecutor of detached workers (sim/processes.py: they die with this process, SIGKILL included,
+    ignore Ctrl-C and hold none of its pipes) whose shutdown does not wait for work still queued or running (after
+    an error or a Ctrl-C here): the workers are stopped (SIGTERM) instead."""
+
+    _live: ClassVar[weakref.WeakSet[WorkerPool]] = weakref.WeakSet()
+
+    def __init__(self, jobs: int) -> None:
+        super().__init__(max_workers=jobs, initializer=detach_worker, initargs=(os.getpid(),))
+        WorkerPool._live.add(self)
+
+    def _spawn_process(self) -> None:  # (concurrent.futures: each worker is started here)
+        with sigint_held():
+            super()._spawn_process()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if getattr(self, "_pending_work_items", None):
+            self.stop()
+        super().shutdown(wait=wait, cancel_futures=cancel_futures)
+
+    def stop(self) -> None:
+        """Cancel what is queued and end the workers now, not once their runs are done."""
+        processes = list((getattr(self, "_processes", None) or {}).values())
+        super().shutdown(wait=False, cancel_futures=True)
+        for proc in processes:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                proc.terminate()
+        for proc in processes:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                proc.join(5)
+
+    @classmethod
+    def stop_all(cls) -> None:
+        """Stop every pool still open (a Ctrl-C or a dead worker ends the command: no pool may keep it waiting)."""
+        for pool in list(cls._live):
+            pool.stop()
+
+
+def process_pool(jobs: int) -> WorkerPool:
+    """A pool of ``jobs`` worker processes that end when this process dies, SIGKILL included (``WorkerPool``)."""
+    return WorkerPool(jobs)
 
 
 def die_with_parent(parent: int) -> None:
-    """A pool worker's first act: ask Linux to kill it when the sweep's process dies, SIGKILL included
-    (prctl PR_SET_PDEATHSIG), so a killed sweep leaves no worker holding its pipes. Elsewhere: nothing."""
+    """A child process's first act that keeps its own pipes (calibration/clients.py; a pool's workers are detached
+    further, ``WorkerPool``): ask Linux to kill it when ``parent`` dies, SIGKILL included (prctl
+    PR_SET_PDEATHSIG). Elsewhere: nothing."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG

@@ -28,6 +28,7 @@ from typing import Any
 from experiments.cli import process_pool
 from experiments.rows import failed_row, run_point
 from experiments.spec import Point
+from sim.processes import sigint_held
 from sim.scenario import ScenarioError
 
 Rows = Iterator[tuple[Point, int]]
@@ -67,14 +68,28 @@ def dask_client(executor: str, jobs: int) -> Any:
     for name in ("distributed", "distributed.client"):  # Dask's config sets the level of both
         logging.getLogger(name).setLevel(logging.CRITICAL)
     if executor == "dask-local":
-        cluster = LocalCluster(
-            n_workers=jobs,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            silence_logs=logging.ERROR,
-        )
-        return Client(cluster, set_as_default=False)
+        from multiprocessing import resource_tracker
+
+        cluster = None
+        try:
+            # made with SIGINT blocked: its event loop's thread, and every thread and worker process that loop starts,
+            # inherit the block, so a Ctrl-C reaches the sweep alone, which closes the cluster (run_sweep) without a
+            # worker's traceback; one while the cluster starts is taken once it has started. multiprocessing's
+            # resource tracker is started first: starting it unblocks SIGINT in the thread that does (Python 3.11)
+            resource_tracker.ensure_running()
+            with sigint_held():
+                cluster = LocalCluster(
+                    n_workers=jobs,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=logging.ERROR,
+                )
+            return Client(cluster, set_as_default=False)
+        except BaseException:
+            if cluster is not None:
+                cluster.close()
+            raise
     address = "tcp://" + executor[len("dask://") :]
     check_scheduler(address, executor)
     try:

@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from experiments import executors, report
 from experiments.cli import (
+    WORKER_DIED,
     ArgParser,
     add_set_option,
     cap_jobs,
@@ -173,7 +174,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def sweep_and_report(spec: Spec, out: Path) -> int:
         t0 = time.perf_counter()
-        table = run_sweep(spec, out, args.jobs, args.executor, args.fresh)
+        try:
+            table = run_sweep(spec, out, args.jobs, args.executor, args.fresh)
+        except (KeyboardInterrupt, *WORKER_DIED) as e:  # main_guard's one line says so
+            e.add_note(f"results so far kept in {out / 'results.csv'}; run the same command to continue")
+            raise
         wall = time.perf_counter() - t0
         failed = int((table["error"] != "").sum())
         print(f"{len(table)} rows ({failed} with errors) in {out}/results.csv and results.parquet; {wall:.1f} s")
@@ -207,12 +212,6 @@ def main(argv: list[str] | None = None) -> int:
         what = str(e) if isinstance(e, WriteFailed) else f"{e.filename or 'a write'}: {e.strerror or e}"
         print(
             f"experiments.sweep: {one_line(what)}; the rows written are kept, run the same command to continue",
-            file=sys.stderr,
-        )
-        return 1
-    except KeyboardInterrupt:
-        print(
-            "\nexperiments.sweep: interrupted; finished rows are kept, run the same command to continue",
             file=sys.stderr,
         )
         return 1

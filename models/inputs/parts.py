@@ -20,6 +20,7 @@ a worker process keeps its parts between them.
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -35,6 +36,7 @@ from models.inputs.workspace import Workspace
 from sim import engine
 from sim.engine import Sim
 from sim.metrics import RUN, Metric, Metrics
+from sim.processes import WorkerDied, detach_worker, how_ended, sigint_held
 from sim.rng import Streams
 from sim.scenario import ScenarioError
 
@@ -301,19 +303,21 @@ def _on_processes(
     jobs = min(jobs, n)
     blocks = [range(n * j // jobs, n * (j + 1) // jobs) for j in range(jobs)]
     ctx = multiprocessing.get_context("fork")
-    workers = []
-    for block in blocks:
-        here, there = ctx.Pipe()
-        proc = ctx.Process(target=_worker, args=(there, sc, seed, block, n, records, series, shortcuts), daemon=True)
-        proc.start()
-        there.close()
-        workers.append((proc, here))
+    workers: list[tuple[multiprocessing.Process, Connection]] = []
     try:
+        for block in blocks:
+            here, there = ctx.Pipe()
+            args = (there, os.getpid(), sc, seed, block, n, records, series, shortcuts)
+            proc = ctx.Process(target=_worker, args=args, daemon=True)
+            with sigint_held():  # until the worker ignores it (sim/processes.py)
+                proc.start()
+            there.close()
+            workers.append((proc, here))
         ends: dict[int, Ends] = {}
         while len(ends) < len(workers):
             for conn in wait([c for j, (_, c) in enumerate(workers) if j not in ends]):
                 j = next(j for j, (_, c) in enumerate(workers) if c is conn)
-                msg = _receive(conn)
+                msg = _receive(*workers[j])
                 if msg[0] == "built":
                     built(msg[1])
                 else:
@@ -324,9 +328,12 @@ def _on_processes(
 
     def finish(end: tuple[float, bool]) -> list[Outcome]:
         try:
-            for _, conn in workers:
-                conn.send(end)
-            outcomes = [o for _, conn in workers for o in _receive(conn)[1]]
+            for proc, conn in workers:
+                try:
+                    conn.send(end)
+                except OSError:  # its end of the pipe is gone: the worker died
+                    _receive(proc, conn)
+            outcomes = [o for proc, conn in workers for o in _receive(proc, conn)[1]]
         finally:
             _stop(workers)
         return outcomes
@@ -334,11 +341,13 @@ def _on_processes(
     return [e for j in range(len(workers)) for e in ends[j]], finish
 
 
-def _receive(conn: Connection) -> tuple:
+def _receive(proc: multiprocessing.Process, conn: Connection) -> tuple:
+    """The next message of worker ``proc``; WorkerDied (one line) if it ended without one."""
     try:
         msg = conn.recv()
-    except EOFError:
-        raise RuntimeError("a worker process of the run's parts died") from None
+    except (EOFError, OSError):
+        proc.join(5)
+        raise WorkerDied(f"a worker process of the run's parts died ({how_ended(proc.exitcode)})") from None
     if msg[0] == "error":
         _, kind, text, bad_input = msg
         raise (ScenarioError(text) if bad_input else RuntimeError(f"{kind}: {text}"))
@@ -355,6 +364,7 @@ def _stop(workers: list) -> None:
 
 def _worker(
     conn: Connection,
+    parent: int,
     sc: Scenario,
     seed: int,
     block: range,
@@ -363,7 +373,9 @@ def _worker(
     series: bool,
     shortcuts: frozenset[str],
 ) -> None:
-    """A worker process: the parts of ``block``, in two phases, over the pipe ``conn``."""
+    """A worker process: the parts of ``block``, in two phases, over the pipe ``conn``; it dies with ``parent``,
+    leaves Ctrl-C to it and holds none of its pipes but ``conn`` (sim/processes.py)."""
+    detach_worker(parent)
     engine.PROGRESS = None
     try:
         phases = _phases(sc, seed, block, n, records, series, shortcuts, lambda i: conn.send(("built", i)))
