@@ -26,8 +26,8 @@ from typing import Any, ClassVar, NoReturn
 import numpy as np
 
 from models.registry import MODELS, model_of
-from sim import files
-from sim.model import InvariantViolated
+from sim import engine, files
+from sim.model import Estimate, InvariantViolated, Parts
 from sim.processes import (
     INTERRUPTED,
     WorkerDied,
@@ -138,12 +138,13 @@ def _kind(mode: int) -> str:
     return "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
 
 
-BUDGET_ENV = "SCALESIM_BUDGET"  # a factor on every model's run-size budget (README, "Bad input")
+BUDGET_ENV = "SCALESIM_BUDGET"  # a factor on every budget: a run's size, events and memory, a sweep's (README)
+MEMORY_BUDGET = 2 * 2**30  # bytes a run may hold (its estimate before, its process's resident memory as it runs)
+EVENT_FLOOR = 2**19  # events any run may process, however small its estimate (about 3 s of wall time)
 
 
-def check_size(sc: Any) -> None:
-    """Refuse, before it starts, a run larger than its model's budget (times SCALESIM_BUDGET): bad input, exit 2."""
-    model = MODELS[sc.model]
+def budget_factor() -> float:
+    """SCALESIM_BUDGET, the factor on every budget (default 1); bad input unless a positive number."""
     text = os.environ.get(BUDGET_ENV, "1")
     try:
         factor = float(text)
@@ -151,12 +152,58 @@ def check_size(sc: Any) -> None:
         factor = math.nan
     if not (math.isfinite(factor) and factor > 0):
         raise ScenarioError(f"{BUDGET_ENV}: expected a positive number, got {text!r}")
-    size, budget = model.size(sc), model.budget * factor
-    if not size <= budget:  # also NaN or inf
-        raise ScenarioError(
-            f"run size: about {size:.3g} {model.unit}, more than the budget of {budget:.3g} {model.unit}; make the "
-            f"run smaller, or raise the budget with {BUDGET_ENV}=<factor> (e.g. {BUDGET_ENV}=10)"
-        )
+    return factor
+
+
+def check_size(sc: Any) -> engine.Budget:
+    """Refuse, before it starts, a run larger than its model's budget (times SCALESIM_BUDGET) in size, events or
+    memory, by its estimate (sim/model.py ``Estimate``): bad input, exit 2. Returns the budget it runs under: its
+    estimated events (at least EVENT_FLOOR) and MEMORY_BUDGET, each times SCALESIM_BUDGET where that is above 1 (a
+    factor below 1 shrinks what may start, not what a run that started may use)."""
+    model = MODELS[sc.model]
+    factor = budget_factor()
+    raise_how = f"raise the budget with {BUDGET_ENV}=<factor> (e.g. {BUDGET_ENV}=10)"
+    est = model.estimate(sc) if model.estimate is not None else Estimate({model.unit: (model.size(sc), "")})
+    size = Estimate.total(est.size)
+    _refuse("run size", est.size, model.budget * factor, model.unit, raise_how)
+    events = Estimate.total(est.events) or model.events_per_unit * size
+    _refuse("run events", est.events, model.events_per_unit * model.budget * factor, "events", raise_how)
+    _refuse("run memory", est.memory, MEMORY_BUDGET * factor, "bytes", raise_how)
+    grow = max(1.0, factor)
+    limit = max(EVENT_FLOOR, events) * grow
+    _refuse("events each simulated second", est.per_second, limit, "events", raise_how, "this run's whole budget")
+    return engine.Budget(
+        limit,
+        MEMORY_BUDGET * grow,
+        model.grows,
+        size=f"estimated at {size:.3g} {model.unit}",
+        raise_how=f"raise {BUDGET_ENV}=<factor>",
+    )
+
+
+def _refuse(what: str, parts: Parts, budget: float, unit: str, raise_how: str, of: str = "the budget") -> None:
+    """Bad input if the parts of an estimate add up to more than ``budget`` (``of``: what that is), saying by how
+    much and, when one part is most of it, which and how to make it smaller."""
+    total = Estimate.total(parts)
+    if total <= budget:  # (NaN or inf: refused)
+        return
+    part, (amount, how) = max(parts.items(), key=lambda kv: kv[1][0])
+    scale, unit = (2**30, "GiB") if unit == "bytes" else (1, unit)
+    a, b = _apart(total / scale, budget / scale)
+    mostly = f" (mostly {part}: {_apart(amount / scale, 0)[0]})" if part != unit and amount > 0.5 * total else ""
+    raise ScenarioError(
+        f"{what}: about {a} {unit}{mostly}, more than {of} of {b} {unit}; "
+        f"{how if mostly and how else 'make the run smaller'}, or {raise_how}"
+    )
+
+
+def _apart(a: float, b: float) -> tuple[str, str]:
+    """Two amounts to as few significant digits as tell them apart (3 at least): 1e+07 and 1.00002e+07."""
+    for digits in range(3, 17):
+        x, y = f"{a:.{digits}g}", f"{b:.{digits}g}"
+        if x != y:
+            return x, y
+    return x, y
 
 
 MAX_SEED = 2**63 - 1  # numpy's SeedSequence takes any non-negative integer; a results table keeps int64
@@ -187,14 +234,18 @@ class RunProgress:
 
 
 def run_scenario(sc: Any, seed: int = 0, series: dict | None = None, records: bool = False, jobs: int = 1) -> dict:
-    """One run of a validated scenario by its model's run function, within its size budget (``jobs``: processes
+    """One run of a validated scenario by its model's run function, within its budget (``jobs``: processes
     for its independent parts, if it has any); its metrics are exactly those its model declares for it
     (sim/metrics.py: an undeclared one is an error), in their declared order."""
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise ScenarioError(f"--seed {seed}: must be a whole number from 0 to {MAX_SEED}")
-    check_size(sc)
+    budget = check_size(sc)
     model = MODELS[sc.model]
-    metrics = model.run(sc, seed=seed, series=series, records=records, jobs=jobs)
+    outer, engine.BUDGET = engine.BUDGET, budget  # checked as it runs (sim/engine.py)
+    try:
+        metrics = model.run(sc, seed=seed, series=series, records=records, jobs=jobs)
+    finally:
+        engine.BUDGET = outer
     declared = model.metrics(sc)
     declared.check(metrics, f"model {sc.model}")
     return declared.ordered(metrics)

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from experiments import uncertainty
-from experiments.cli import build_scenario
+from experiments.cli import BUDGET_ENV, budget_factor, build_scenario
 from models.registry import MODELS, model_of
+from sim.model import Model
 from sim.scenario import (
     PRESETS,
     ScenarioError,
@@ -38,6 +39,13 @@ DEFAULT = "loadtest-scale"
 SPEC_FILE = "a sweep spec or scenario file"
 PLAUSIBLE = ("plausible", "kept")  # a point's fields of --uncertainty, columns of its rows (``kept`` as kept_point)
 SPEC_KEYS = {"name", "description", "seeds", "scale", "base", "factors", "variants", "report", "quick"}
+# A sweep's size, checked before it starts (times SCALESIM_BUDGET): its points (expanding more is slow in itself), and
+# its runs' estimated cost, each run its model's size estimate plus RUN_COST, within SWEEP_RUNS runs of its model's
+# budget (a search of experiments/whatif.py the same); COST_SAMPLE points at most are built to estimate it.
+MAX_POINTS = 5_000
+SWEEP_RUNS = 10
+RUN_COST = 1e4  # a run's own cost (a process, the scenario's build), in its model's unit: about 50 ms
+COST_SAMPLE = 256
 
 
 def split_values(text: str) -> list[str]:
@@ -193,6 +201,7 @@ def load_spec(
         if not isinstance(values, list) or not values:
             raise ScenarioError(f"factors.{k}: expected a non-empty list of values, got {values!r}")
 
+    _check_points(max(1, len(variants)), factor_table, uncertainty)
     if not variants:
         if not base_scenario:
             raise ScenarioError("base.scenario: a sweep without variants needs a base scenario")
@@ -237,6 +246,53 @@ def load_spec(
         tuple(points),
         _report_point(points, _table("report.point", report.get("point", {})), scale, factor_table),
     )
+
+
+def _check_points(variants: int, factors: dict[str, list], uncertainty: bool) -> None:
+    """Refuse, before they are expanded, more points than MAX_POINTS (times SCALESIM_BUDGET): bad input."""
+    n = variants * math.prod(len(v) for v in factors.values())
+    most = MAX_POINTS * budget_factor()
+    if n > most:
+        sizes = " × ".join(
+            [f"{variants:,} variants"] * (variants > 1) + [f"{len(v):,} {k}" for k, v in factors.items()]
+        )
+        raise ScenarioError(
+            f"sweep size: {n:,} points ({sizes}{', each with its plausible models' if uncertainty else ''}), more "
+            f"than the {most:,.0f} a sweep may have; fewer variants or --factor values, or raise the budget with "
+            f"{BUDGET_ENV}=<factor>"
+        )
+
+
+def check_size(spec: Spec) -> None:
+    """Refuse, before it starts, a sweep whose runs cost more than SWEEP_RUNS runs of its model's budget (times
+    SCALESIM_BUDGET): points × seeds × the estimated cost of a run (its model's size, plus RUN_COST; from a sample of
+    COST_SAMPLE points when there are more). Bad input, exit 2, with the estimate."""
+    points = spec.points
+    if not points:
+        return
+    sample = (
+        points if len(points) <= COST_SAMPLE else [points[i * len(points) // COST_SAMPLE] for i in range(COST_SAMPLE)]
+    )
+    runs = sum(p.seeds(spec.seeds) for p in points)
+    model = MODELS[model_of(points[0].tree()[0]).name]
+    seeds = f"{spec.seeds:,}" if spec.seeds < 1e9 else f"{spec.seeds:.3g}"
+    how = f"{len(points):,} points × {seeds} seed{'s' if spec.seeds != 1 else ''}"
+    check_runs("sweep", runs, sum(p.cost() for p in sample) / len(sample), model, how, "fewer --seeds or points")
+
+
+def check_runs(what: str, runs: float, size: float, model: Model, how: str, fewer: str) -> None:
+    """Refuse ``runs`` runs of about ``size`` (in ``model``'s unit) each, plus RUN_COST each, beyond SWEEP_RUNS runs
+    of its budget (times SCALESIM_BUDGET): a sweep's or a search's size, with ``how`` they are counted and how to
+    have ``fewer``. Bad input."""
+    per_run = size + RUN_COST
+    total, budget = per_run * runs, SWEEP_RUNS * model.budget * budget_factor()
+    if total > budget:
+        count = f"{runs:,.0f}" if runs < 1e9 else f"{runs:.3g}"
+        raise ScenarioError(
+            f"{what} size: about {total:.3g} {model.unit} ({count} runs: {how}, about {per_run:.3g} {model.unit} a "
+            f"run), more than the budget of {budget:.3g} {model.unit}; {fewer}, or raise the budget with "
+            f"{BUDGET_ENV}=<factor>"
+        )
 
 
 def _plausible(params: list[str], schema: type) -> Callable[[Point], list[list[tuple[str, Any]]]]:

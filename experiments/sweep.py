@@ -37,7 +37,7 @@ from experiments.cli import (
 )
 from experiments.results import Appender, WriteFailed, lock, plan, read_results, resume, write_whole
 from experiments.rows import run_point
-from experiments.spec import DEFAULT, Spec, load_spec
+from experiments.spec import DEFAULT, Spec, check_size, load_spec
 from sim import files
 from sim.scenario import ScenarioError
 
@@ -50,6 +50,7 @@ SWEEP_FILES = ("results.csv", "spec.json", "sweep.json", "results.parquet", "sum
 def run_sweep(spec: Spec, out: Path, jobs: int, executor: str = "process", fresh: bool = False) -> pd.DataFrame:
     """Run every (point, seed) not yet kept in OUT/results.csv (``resume``) as the one writer of OUT (``lock``);
     return the whole table, sorted."""
+    check_size(spec)  # (bad input before anything is written: points × seeds × a run's estimated cost)
     out.mkdir(parents=True, exist_ok=True)
     with lock(out):
         return _run_sweep(spec, out, jobs, executor, fresh)

@@ -49,8 +49,10 @@ from experiments.cli import (
     run_scenario,
     warn_extrapolated,
 )
+from experiments.spec import check_runs
 from experiments.whatif_report import frontier_report, words
 from models.inputs.demand import Shape, parse_shape
+from models.registry import MODELS
 from sim.scenario import ScenarioError
 
 METRICS = (
@@ -64,6 +66,7 @@ METRICS = (
     "cost_usd_warmup",
     "containers_mean",
     "inputs_in_flight_mean",
+    "calls_issued_per_s",
 )
 KNOBS = {
     "copies": "function.copies",
@@ -71,6 +74,20 @@ KNOBS = {
     "containers": "function.containers",
 }
 MAX_KNOB = 4096  # the doubling search gives up beyond this many
+# capacity's probe of the latency floor: the configuration with more capacity than any value of a knob (no accept or
+# start limits, one warm container taking every input at once, no workspace cap); its p99 is the least any can have
+# (more capacity never adds latency), so a target below it by FLOOR_MARGIN is out of reach whatever the knob
+FLOOR = {
+    "limits.enabled": "false",
+    "function.copies": 1,
+    "function.containers": 1,
+    "function.max_inputs": 1_000_000,
+    "function.target_inputs": 0,
+    "workspace.max_containers": 0,
+    "workspace.launch_rate_per_s": 0,
+}
+FLOOR_MARGIN = 1.25  # the floor's p99 over the target: beyond, nothing meets it (seeds' noise is far smaller)
+MIN_ARRIVALS = 50  # capacity's window, lengthened (unless duration_s is set) to expect at least this many calls
 # Per question, scenario keys set before --set (which overrides them): a window past the first cold starts for a
 # steady rate; a day for the daily shape, one input per container (each container its own slot, so scaling shows);
 # an hour's window for a drain (the run ends when every call is back); for a plan's steady cost, a warm-up past the
@@ -111,6 +128,7 @@ class Simulator:
     def __init__(self, scenario: str, sets: list[str], params: list[str], seeds: int, jobs: int) -> None:
         """``sets``: the question's defaults, then the user's ``--set``s."""
         self.scenario, self.sets, self.params, self.seeds = scenario, sets, params, seeds
+        self.user_sets: list[str] = []  # the user's own --sets (the end of ``sets``): what a question may not override
         self.runs = 0
         self.sc = load_scenario(scenario, sets, params)  # bad input fails here, before any search
         self.pool = process_pool(jobs) if jobs > 1 else None
@@ -170,7 +188,8 @@ def _mean_ci(vals: list[float]) -> tuple[float | None, float | None]:
 
 
 def latency_ok(p99: float, rate: float | None = None) -> Callable[[Evaluation], None]:
-    """The constraint: mean added-latency p99 ≤ ``p99``, no error, and (with a rate) the calls/s sustained."""
+    """The constraint: mean added-latency p99 ≤ ``p99``, no error, and (with a rate) the calls/s sustained: 97% of
+    the rate, or of the calls issued in the window if the Poisson arrivals brought fewer."""
 
     def check(e: Evaluation) -> None:
         got = e.mean("added_latency_p99_s")
@@ -180,8 +199,8 @@ def latency_ok(p99: float, rate: float | None = None) -> Callable[[Evaluation], 
             e.meets, e.why = False, f"{errors:g} errors"
         elif got > p99:
             e.meets, e.why = False, f"p99 {got:.3g} s > {p99:g} s"
-        elif rate is not None and calls < 0.97 * rate:
-            e.meets, e.why = False, f"{calls:.4g} calls/s < 97% of {rate:g}"
+        elif rate is not None and calls < 0.97 * min(rate, e.mean("calls_issued_per_s")):
+            e.meets, e.why = False, f"{calls:.4g} calls/s < 97% of {min(rate, e.mean('calls_issued_per_s')):.4g}"
         else:
             e.meets, e.why = True, "meets"
 
@@ -218,19 +237,85 @@ def smallest(sim: Simulator, key: str, check: Callable[[Evaluation], None], fixe
 # --- the questions ------------------------------------------------------------------------------------------------
 def capacity(sim: Simulator, rate: float, p99: float, knob: str) -> dict:
     key = KNOBS[knob]
-    fixed = {"load": "arrivals", "arrivals.rate": rate}
+    fixed = {"load": "arrivals", "arrivals.rate": rate, **_window(sim, rate)}
     check = latency_ok(p99, rate)
+    question = f"the fewest {knob} for {rate:g} calls/s with added-latency p99 <= {p99:g} s and no errors"
+    size_search(sim, "capacity", 2 * math.log2(MAX_KNOB) + 2, [{**fixed, key: 2**k} for k in range(13)])
+    floor = latency_floor(sim, fixed)
+    if floor is not None and floor.mean("added_latency_p99_s") > FLOOR_MARGIN * p99:
+        out = answer(question, None, {}, key)
+        out["floor"] = _row(floor)
+        out["unreachable"] = (
+            f"even with unlimited warm capacity (no accept or start limits, every input started at once) the "
+            f"added-latency p99 is {floor.mean('added_latency_p99_s'):.3g} s, above {p99:g} s: no {knob} can meet it"
+        )
+        return out
     best, seen = smallest(sim, key, check, fixed)
     if best is not None and best + 1 not in seen and best < MAX_KNOB:  # one more may cost less (pools per copy)
         seen[best + 1] = sim.evaluate({**fixed, key: best + 1})
         check(seen[best + 1])
-    question = f"the fewest {knob} for {rate:g} calls/s with added-latency p99 <= {p99:g} s and no errors"
     out = answer(question, best, seen, key)
+    if floor is not None:
+        out["floor"] = _row(floor)
+    if best is None and floor is not None:  # within reach of warm capacity, not of this knob: say what fails
+        last = seen[max(seen)]
+        gap, window = 1.0 / rate, sim.sc.autoscaler.scaledown_window_s
+        idle = (
+            f"; at {rate:g} calls/s ({gap:.3g} s apart) containers scale down between calls (scaledown window "
+            f"{window:g} s), so calls pay a cold start: keep some warm (--set autoscaler.min_containers=1) or ask "
+            "--knob containers"
+            if gap > window and key != "function.containers"
+            else ""
+        )
+        out["why_none"] = (
+            f"no {knob} up to {max(seen):,} meets it ({knob} {max(seen):,}: {last.why}), although unlimited warm "
+            f"capacity would (added-latency p99 {floor.mean('added_latency_p99_s'):.3g} s){idle}"
+        )
     passing = [v for v in sorted(seen) if seen[v].meets]
     if passing:
         cheapest = min(passing, key=lambda v: seen[v].mean("cost_per_hour"))
         out["cheapest"] = {key: cheapest, **_row(seen[cheapest])}
     return out
+
+
+def _window(sim: Simulator, rate: float) -> dict:
+    """A window long enough to expect MIN_ARRIVALS calls at ``rate`` (duration_s past the warm-up), unless the user
+    set duration_s: a rate too low for the default window would measure nothing."""
+    if any(s.split("=", 1)[0].strip() == "duration_s" for s in sim.user_sets):
+        return {}
+    warmup = sim.sc.warmup_s
+    if rate * (sim.sc.duration_s - warmup) >= MIN_ARRIVALS:
+        return {}
+    return {"duration_s": warmup + MIN_ARRIVALS / rate}
+
+
+def latency_floor(sim: Simulator, fixed: dict) -> Evaluation | None:
+    """The probe of the least added latency any configuration can have (``FLOOR``), or None where it does not
+    apply (the server approach) or cannot run."""
+    if sim.sc.approach == "server":
+        return None
+    try:
+        return sim.evaluate({**fixed, **FLOOR})
+    except ScenarioError:  # (the search's own runs will say why, if it is theirs too)
+        return None
+
+
+def size_search(sim: Simulator, what: str, evaluations: float, configs: list[dict]) -> None:
+    """Refuse, before it starts, a search of about ``evaluations`` configurations × the seeds whose runs would cost
+    more than a sweep may (experiments/spec.py ``check_runs``), a run's cost the mean estimate over ``configs``
+    (those that do not build left out: their runs will say why)."""
+    sizes = []
+    for config in configs:
+        try:
+            sc = load_scenario(sim.scenario, [*sim.sets, *(f"{k}={v}" for k, v in config.items())], sim.params)
+        except ScenarioError:
+            continue
+        sizes.append(MODELS[sc.model].size(sc))
+    if not sizes:
+        return
+    model = MODELS[sim.sc.model]
+    how = f"about {evaluations:,.0f} configurations × {sim.seeds} seed{'s' if sim.seeds != 1 else ''}"
+    check_runs(f"whatif {what}", evaluations * sim.seeds, sum(sizes) / len(sizes), model, how, "fewer --seeds")
 
 
 def peak_window(sim: Simulator, shape: str) -> dict:
@@ -254,6 +339,8 @@ def autoscaler(
 ) -> tuple[dict, list[Evaluation]]:
     window = peak_window(sim, shape)
     fixed = {"load": "arrivals", "arrivals.rate": rate, "arrivals.shape": shape, "arrivals.start_s": window["start_s"]}
+    # about half the doubling's steps and two more per grid point (a search finds a small floor early)
+    size_search(sim, "autoscaler", len(buffers) * len(windows) * (math.log2(MAX_KNOB) / 2 + 2), [fixed])
     every: list[Evaluation] = []
     passing: list[Evaluation] = []
     for b in buffers:
@@ -286,6 +373,7 @@ def _cheaper_failing(every: list[Evaluation], best: Evaluation) -> list[Evaluati
 
 
 def drain(sim: Simulator, calls: int, via: str) -> dict:
+    size_search(sim, "drain", 2, [_drain_config(calls, "spawn"), _drain_config(calls, "map")])
     results = {}
     for way in (via, "map" if via == "spawn" else "spawn"):
         e = results[way] = sim.evaluate(_drain_config(calls, way))
@@ -419,6 +507,7 @@ def main(argv: list[str] | None = None) -> int:
         sets = [*DEFAULTS[args.question], *args.sets]
         shape = args.shape or ("daily(0.3, 0.2)" if args.question == "autoscaler" else "steady")
         sim = Simulator(scenario, sets, args.params, seeds, cap_jobs(p.prog, jobs, seeds))
+        sim.user_sets = list(args.sets)
         try:
             if args.question == "plan":
                 return _plan(args, sim, p99, shape, jobs)
@@ -427,7 +516,11 @@ def main(argv: list[str] | None = None) -> int:
                     raise ScenarioError("--rate: capacity needs the calls/s to sustain")
                 rate = positive("--rate")(args.rate)
                 out = capacity(sim, rate, p99, args.knob)
-                out["search"] = "doubling, then bisection on the knob (monotone)"
+                out["search"] = (
+                    "the latency floor at unlimited capacity (one probe): out of reach"
+                    if "unreachable" in out
+                    else "a probe of the latency floor, then doubling and bisection on the knob (monotone)"
+                )
                 check = latency_ok(p99, rate)
             elif args.question == "autoscaler":
                 rate = positive("--rate")(args.rate or "1")
@@ -498,6 +591,7 @@ def _plan(args: Any, sim: Simulator, p99: float, shape: str, jobs: int) -> int:
     if args.trace is None and parse_shape(shape).kind != "steady":
         window = peak_window(sim, shape)
         fixed["arrivals.start_s"] = window["start_s"]
+    size_search(sim, "plan", 3 + 2 * 3 * len(ways) // 5, [fixed])
     sim.expect(sim.seeds * (3 + 2 * 3 * len(ways) // 5))
     out, every = plan_.plan(sim.evaluate, sim.sc, rate, p99, p50, headroom, chunk, ways, fixed)
     if args.uncertainty and out["answer"]:  # the answer under every plausible model: its ranges

@@ -18,8 +18,11 @@ def words(out: dict) -> list[str]:
     """The answer in plain words and a table."""
     lines = [f"Question: {out['question']}."]
     c = out["chosen"]
-    if c is None:
-        lines.append("Answer: none of the configurations tried meets the constraint.")
+    if c is None and out.get("unreachable"):
+        lines.append(f"Answer: nothing can meet the constraint: {out['unreachable']}.")
+    elif c is None:
+        why = f": {out['why_none']}" if out.get("why_none") else ""
+        lines.append(f"Answer: none of the configurations tried meets the constraint{why}.")
     else:
         m = c["metrics"]
         lines.append(f"Answer: {_settings(out['answer'])}.")

@@ -36,6 +36,14 @@ While ``Sim.run`` runs, Python's cyclic garbage collector runs less often (``GC_
 holds an entry per call in flight, each a tuple with a callback that the collector must walk, and at 800,000
 requests in flight its default thresholds cost a tenth of the run. Collection never changes a number.
 
+A run may be given a *budget* (``BUDGET``, a ``Budget``; the commands set it from the run's estimate:
+experiments/cli.py): ``run`` checks it where it already looks up from its loop, every 2^16 entries, so it costs
+nothing per event: the entries processed so far by every clock of the process (their sum over the run's parts and
+``run`` calls) and the process's resident memory. Past either, the run ends with ``OverBudget`` (bad input, exit 2),
+saying how many events in how much simulated time, and what grew: the callbacks of the next ``SAMPLE`` entries,
+counted by name and told in the model's words (``Budget.grows``). Without a budget (``BUDGET`` None) nothing is
+checked. A budget never changes a number: a run within it is the run without it.
+
 This reads and writes private attributes of ``simpy.Environment`` 4.x: ``_queue`` (the heap), ``_now`` (the clock),
 ``_eid`` (the insertion counter), and replaces its ``schedule``. pyproject.toml pins SimPy's major version; ``Sim()``
 checks them and fails with a clear message if a SimPy release changes them (tests/test_engine.py).
@@ -45,8 +53,10 @@ from __future__ import annotations
 
 import gc
 import math
+import os
+import sys
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from heapq import heappop, heappush
 from itertools import count, repeat
 from operator import length_hint
@@ -215,6 +225,17 @@ class Sim:
         self._lines.append(ln)
         return ln
 
+    def charge(self, n: int, what: str) -> None:
+        """Count ``n`` units of work done within one event (a loop over nodes, a copied snapshot) against the run's
+        budget, as that many events, and check it now (a loop that is the budget's problem never returns to
+        ``run``'s check). ``what``: the work's callback name, for the message. Nothing without a budget."""
+        budget = BUDGET
+        if budget is None:
+            return
+        budget.used += n
+        if budget.used >> 16 != (budget.used - n) >> 16 and budget.over(0):  # every 2^16 units, as run() checks
+            raise budget.exceeded(0, self.env._now, {what: 1})
+
     def stop(self) -> None:
         """End ``run`` before any other event at the current time."""
         heappush(self._queue, (self.env._now, URGENT, next(self._eid), _halt, None))
@@ -227,6 +248,7 @@ class Sim:
         heappush(queue, (until, URGENT, next(self._eid), _halt, run))  # the heap is never empty before it pops
         processed, loads, inline = 0, self._loads, self._inline
         checkpoint = -1.0  # the clock at the last stall check
+        budget = BUDGET
         n = CHECK_EVENTS_MASK + 1
         thresholds = gc.get_threshold()
         gc.set_threshold(*GC_THRESHOLDS)
@@ -245,9 +267,13 @@ class Sim:
                     continue  # the halt of an earlier run that stop() ended: not this run's end
                 processed += n  # every 2^16 entries: progress, and stalls
                 checkpoint = _look_up(env._now, until, processed, checkpoint)
+                if budget is not None and budget.over(processed):
+                    raise budget.exceeded(processed, env._now, _sample(env, queue, SAMPLE))
         finally:
             gc.set_threshold(*thresholds)
             self.events += processed - (self._loads - loads) + (self._inline - inline)
+            if budget is not None:
+                budget.used += processed
 
 
 class DelayLine:
@@ -333,6 +359,121 @@ def _look_up(now: float, until: float, processed: int, checkpoint: float) -> flo
     return checkpoint
 
 
+def _sample(env: simpy.Environment, queue: list, n: int) -> dict[str, int]:
+    """The callbacks of the next ``n`` entries (or fewer, if the run ends first), run as the loop runs them and
+    counted by qualified name: what a run over its budget spends its events on (the run ends after: what they do is
+    never seen)."""
+    counts: dict[str, int] = {}
+    try:
+        for _ in range(n):
+            t, _, _, fn, arg = heappop(queue)
+            env._now = t
+            name = _name(fn, arg)
+            counts[name] = counts.get(name, 0) + 1
+            fn(arg)
+    except Exception:  # a halt, or whatever the model raises next: the sample so far
+        pass
+    return counts
+
+
+def _name(fn: Callable[[Any], Any], arg: Any) -> str:
+    """The qualified name of what an entry calls: through a handle, a SimPy event's first callback (a process: its
+    generator) and a delay line's head."""
+    if fn is _fire:
+        fn = arg.fn
+    elif fn is _step:
+        callbacks = arg.callbacks or ()
+        fn = callbacks[0] if callbacks else type(arg)
+        generator = getattr(getattr(fn, "__self__", None), "_generator", None)
+        if generator is not None:
+            return generator.__qualname__
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, DelayLine) and owner._fns:
+        fn = owner._fns[0]
+    fn = getattr(fn, "__func__", fn)
+    return getattr(fn, "__qualname__", type(fn).__name__)
+
+
+def _resident_bytes() -> int:
+    """This process's resident memory now (Linux: /proc/self/statm; elsewhere the peak, from getrusage)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * PAGE_BYTES
+    except (OSError, ValueError, IndexError):
+        import resource  # (not on Windows: then no memory check)
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if sys.platform == "darwin" else peak * 1024
+
+
+class Budget:
+    """What one run may spend, checked as it goes (``Sim.run``, every 2^16 entries): ``events`` entries processed
+    by the process's clocks together (``used``: by the ``run`` calls done) and ``memory`` bytes resident. ``grows``
+    tells, for a callback's qualified name, what it is and how to make fewer ("retries", "lengthen
+    clients.backoff_base_s"); ``size`` says what the run was estimated at, ``raise_how`` how to raise the budget."""
+
+    def __init__(
+        self,
+        events: float,
+        memory: float = math.inf,
+        grows: Mapping[str, tuple[str, str]] | None = None,
+        size: str = "",
+        raise_how: str = "",
+    ) -> None:
+        self.events, self.memory = events, memory
+        self.grows = grows or {}
+        self.size, self.raise_how = size, raise_how
+        self.used = 0
+        self._why = ""
+
+    def over(self, processed: int) -> bool:
+        """Whether the run is past its budget, ``processed`` entries into the current ``run`` call."""
+        if self.used + processed > self.events:
+            self._why = "events"
+            return True
+        if self.memory < math.inf and _resident_bytes() > self.memory:
+            self._why = "memory"
+            return True
+        return False
+
+    def exceeded(self, processed: int, now: float, sample: dict[str, int]) -> OverBudget:
+        """The error that ends a run past its budget: what was spent, in how much simulated time, what grew."""
+        events = self.used + processed
+        total = sum(sample.values())
+        kinds: dict[tuple[str, str], int] = {}  # by what they are in the model's words (or by name)
+        for name, k in sample.items():
+            kind = self.grows.get(name, (name, ""))
+            kinds[kind] = kinds.get(kind, 0) + k
+        grew, advice = [], []
+        for (what, how), k in sorted(kinds.items(), key=lambda kv: -kv[1])[:2]:
+            if k < 0.2 * total:
+                break
+            grew.append(f"{what} {k / total:.0%}")
+            if how and how not in advice:
+                advice.append(how)
+        mostly = f" ({', '.join(grew)} of them)" if grew else ""
+        if self._why == "memory":
+            spent = f"{_resident_bytes() / 2**30:.3g} GiB of memory after {_count(events)} events{mostly}"
+            limit = f"the budget of {self.memory / 2**30:.3g} GiB"
+        else:
+            spent = f"{_count(events)} events{mostly}"
+            limit = f"this run's budget of {_count(self.events)} events"
+        size = f" ({self.size})" if self.size else ""
+        fix = " or ".join([*advice, self.raise_how] if self.raise_how else advice)
+        return OverBudget(
+            f"run budget: {spent} in {now:.4g} s of simulated time, more than {limit}{size}"
+            + (f": {fix}" if fix else "")
+        )
+
+
+def _count(n: float) -> str:
+    """12,345 as 12.3k; 12,345,678 as 12.3M."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= scale:
+            return f"{n / scale:.3g}{suffix}"
+    return f"{n:.0f}"
+
+
 def _step(event: simpy.events.Event) -> None:
     """Process a SimPy event as simpy.Environment.step does."""
     callbacks, event.callbacks = event.callbacks, None
@@ -372,6 +513,10 @@ LATE = 2  # after both (Sim.schedule_late)
 
 # A hook the commands set to show a long run's progress: called every 2^16 events with (now, until) (None: nothing).
 PROGRESS: Callable[[float, float], None] | None = None
+# The budget the commands set for the run going (None: nothing checked; experiments/cli.py ``run_scenario``).
+BUDGET: Budget | None = None
+SAMPLE = 4096  # entries run and counted by name when a run is past its budget: what grew
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class Stalled(ScenarioError):
@@ -382,6 +527,10 @@ class Stalled(ScenarioError):
             f"the simulation stopped making progress: {events:,} events at t = {now:.9g} s without the clock moving "
             "(a time step too small for the clock, or a loop of zero delays)"
         )
+
+
+class OverBudget(ScenarioError):
+    """A run went past its budget of events or memory as it ran: bad input (exit 2), not a crash."""
 
 
 class _Halt(Exception):

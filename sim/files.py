@@ -23,6 +23,8 @@ import stat
 import tomllib
 from typing import Any, NoReturn
 
+from sim.errors import ScenarioError
+
 MB = 1_000_000
 TOML_CAP = 10 * MB  # a scenario, a --params file, a sweep spec, a reference table
 JSON_CAP = 10 * MB  # a trace's manifest, a sweep's sweep.json and spec.json, a plausible-models file
@@ -36,7 +38,6 @@ _SHOWN = 200  # characters of a path shown in an error
 
 
 def _fail(message: str) -> NoReturn:
-    from sim.scenario import ScenarioError  # sim.scenario reads its files through this module
 
     raise ScenarioError(message)
 

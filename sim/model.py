@@ -9,8 +9,8 @@ sim/metrics.py), the headline ones, a run's size, and the report's figures and s
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sim.metrics import Metrics
@@ -64,6 +64,31 @@ class TimeSeries:
     log: bool = False
 
 
+Parts = dict[str, tuple[float, str]]  # what makes up an amount: {what: (amount, how to make it smaller)}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a run will cost, estimated from its scenario before it starts (the run budgets: experiments/cli.py), each
+    by what makes it up, with how to make it smaller.
+
+    ``size``: the run's size in its model's unit, e.g. ``{"calls": (9.5e4, "shorten duration_s"), "app copies":
+    (2e7, "lower function.copies")}`` (a part that is not a count of the unit counts what it costs in it: an app copy
+    to build costs about as much as 200 calls); ``events``: the events it may process, the budget it runs under
+    (none: the model's ``events_per_unit`` per unit of size); ``memory``: the bytes it may hold at once;
+    ``per_second``: the events it spends each simulated second whatever its load (a control loop's), refused when
+    one second's are more than its whole budget."""
+
+    size: Parts
+    events: Parts = field(default_factory=dict)
+    memory: Parts = field(default_factory=dict)
+    per_second: Parts = field(default_factory=dict)
+
+    @staticmethod
+    def total(parts: Parts) -> float:
+        return sum(amount for amount, _ in parts.values())
+
+
 @dataclass(frozen=True)
 class Model:
     name: str  # the scenario's ``model`` value
@@ -80,6 +105,11 @@ class Model:
     timeseries: TimeSeries
     # (heading, intro, rows): the report's first table, one row per series, from the summary (means over seeds)
     findings: Callable[[pd.DataFrame, str], tuple[str, str, list[dict]]]
+    # a run's cost estimated before it starts (None: its ``size`` alone); see ``Estimate``
+    estimate: Callable[[Any], Estimate] | None = None
+    events_per_unit: float = 8.0  # the events a run may process per unit of size, unless its estimate says
+    # what a run over its budget spends its events on, by callback (sim/engine.py ``Budget``): (what, how to have less)
+    grows: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def records_frame(columns: dict, index: str) -> pd.DataFrame:

@@ -18,10 +18,7 @@ from typing import Any, Literal, get_args, get_origin
 
 from sim import files
 from sim.dists import Dist, DistError, parse_dist
-
-
-class ScenarioError(ValueError):
-    """Bad scenario input; the message is one line naming the key or file."""
+from sim.errors import ScenarioError
 
 
 def param(

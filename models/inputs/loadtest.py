@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from models.inputs import invariants, parts
+from models.inputs import budget, invariants, parts
 from models.inputs.approaches import APPROACHES
 from models.inputs.approaches.base import LOADS
 from models.inputs.autoscaler import AutoscalerParams
@@ -226,11 +226,9 @@ MODEL = Model(
     ),
     label=lambda sc: f"approach {sc.approach}",
     metrics=lambda sc: METRICS,
-    # calls over the run, and the calls in flight at the start on top (a short run of a huge burst)
-    size=lambda sc: (
-        (sc.ideal_calls_per_s() * sc.duration_s if sc.load != "clients" or sc.clients.reissue else 0)
-        + sc.clients.count * sc.clients.in_flight
-    ),
+    # calls over the run, the calls in flight at the start on top (a short run of a huge burst), and what costs as
+    # much as calls (models/inputs/budget.py)
+    size=budget.size,
     unit="calls",
     budget=10e6,  # app copies: 46 s and 0.5 GiB on the bench machine (23 s with --jobs 2); README, "Speed"
     bottleneck="binding_limit",
@@ -272,4 +270,7 @@ MODEL = Model(
         right_label="containers",
     ),
     findings=findings,
+    estimate=budget.estimate,
+    events_per_unit=budget.EVENTS_PER_CALL,
+    grows=budget.GROWS,
 )

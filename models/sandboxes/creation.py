@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from models.sandboxes import budget
 from models.sandboxes.fleet import BenchmarkClientParams, Fleet, FleetParams, Meter, SandboxParams, capacity_error
 from models.sandboxes.planes import PLANES, ControlPlane
 from models.sandboxes.shortcuts import SHAPES
@@ -427,4 +428,7 @@ MODEL = Model(
         right_label="per second",
     ),
     findings=findings,
+    estimate=budget.estimate,
+    events_per_unit=budget.EVENTS_PER_SANDBOX,
+    grows=budget.GROWS,
 )

@@ -239,6 +239,7 @@ class ModalV2(ControlPlane):
         group = next(self._tick) % p.publish_phases
         now = self.sim.env._now
         snapshot = self.fleet.used[group :: p.publish_phases]
+        self.sim.charge(len(snapshot) >> 3, "ModalV2._publish")  # a worker's state copied: 1/8 event of the budget
         early = self._early
         if early is not None:
             # accepts computed ahead (accept_at_placement) are not yet on the worker: drop those already there (due

@@ -1,0 +1,97 @@
+"""What a load test's run will cost, estimated from its scenario before it starts (``Estimate``: sim/model.py), for
+the run budgets (experiments/cli.py; README, "Bad input").
+
+The size, in calls, is what the run simulates: its calls (ideal calls/s × duration, or a trace's minutes as they are
+drawn: every minute that starts within the run, whole; plus the calls in flight at the start), and what costs as much
+as calls without being calls: the extra candidates a varying arrival rate draws and thins (a quarter of a call
+each), the app copies to build (``COPY_CALLS`` each) and the containers its pools hold (``CONTAINER_CALLS`` each:
+every decision looks at them). The events it may process: ``EVENTS_PER_CALL`` per call of that size, plus each
+call in flight's retries (``RETRY_EVENTS``, with ``clients.retry = "backoff"`` or ``.map``) and every scaling
+decision an autoscaled pool could make (one per ``autoscaler.interval_s``). The memory: what the calls in flight at
+once, the app copies and the containers hold.
+"""
+
+from __future__ import annotations
+
+import math
+
+from models.inputs.base import Scenario
+from sim.model import Estimate
+
+CANDIDATE_CALLS = 0.25  # a thinning candidate's cost, in calls (a draw and a test, no event)
+COPY_CALLS = 200.0  # an app copy's cost to build, in calls (its Function, limits and random streams: ~0.3 ms)
+CONTAINER_CALLS = 20.0  # a container's, in calls (its start and removal, and the decisions that look at it)
+EVENTS_PER_CALL = 4.0  # a call's events (up to about 2 on the presets, 5 with default retries under load)
+RETRY_EVENTS = 64.0  # a call in flight's allowance for retries: about 32 tries (a 100,000-call drain uses 27)
+CALL_BYTES = 330.0  # memory per call in flight (measured: 1,000,000 at once in about 330 MB)
+COPY_BYTES = 8192.0  # per app copy
+CONTAINER_BYTES = 200.0  # per container
+
+
+def estimate(sc: Scenario) -> Estimate:
+    """The run's size, events and memory (module docstring)."""
+    closed = sc.load == "clients"
+    at_start = sc.clients.count * sc.clients.in_flight  # (counted whatever the load, as the size always has)
+    if sc.load == "trace":
+        c = sc.trace.counts()
+        drawn = float(c[: math.ceil(sc.duration_s / 60.0)].sum())  # every minute begun is drawn whole
+    else:
+        drawn = sc.ideal_calls_per_s() * sc.duration_s if not closed or sc.clients.reissue else 0.0
+    size = {"calls": (drawn + at_start, "shorten duration_s, or lower the load (clients, arrivals.rate, trace.scale)")}
+    if sc.load == "arrivals":
+        shape = sc.arrivals.profile
+        if shape.kind != "steady":  # candidates at the peak rate, thinned to the shape: those beyond the calls
+            extra = max(0.0, sc.arrivals.rate * shape.peak() * sc.duration_s - drawn) * CANDIDATE_CALLS
+            size["thinning candidates"] = (extra, "lower the shape's peak (arrivals.shape) or arrivals.rate")
+    pools = 1 if sc.approach == "server" else sc.function.copies or sc.clients.count
+    if sc.approach != "server":
+        size["app copies"] = (pools * COPY_CALLS, "lower function.copies (0: one per client, clients.count)")
+    containers = pools * _containers(sc)
+    size["containers"] = (
+        containers * CONTAINER_CALLS,
+        "lower autoscaler.buffer_containers, autoscaler.min_containers or function.containers",
+    )
+    horizon = sc.duration_s + sc.drain_s
+    events = {"calls": (EVENTS_PER_CALL * Estimate.total(size), "make the run smaller")}
+    if sc.clients.retry == "backoff" or (closed and sc.clients.api == "map"):
+        in_flight = at_start if closed else sc.arrivals.rate * sc.work.mean if sc.load == "arrivals" else 0.0
+        events["retries"] = (RETRY_EVENTS * in_flight, "fewer calls in flight")
+    if not (sc.approach != "server" and sc.function.containers):  # autoscaled: a decision per interval at most
+        events["scaling decisions"] = (pools * horizon / sc.autoscaler.interval_s, "lengthen autoscaler.interval_s")
+    memory = {
+        "calls in flight at once": (at_start * CALL_BYTES, "fewer calls in flight (clients.count × in_flight)"),
+        "app copies": (0.0 if sc.approach == "server" else pools * COPY_BYTES, "lower function.copies"),
+        "containers": (containers * CONTAINER_BYTES, "fewer containers"),
+    }
+    return Estimate(size, events, memory)
+
+
+def size(sc: Scenario) -> float:
+    """The run's size in calls (the model's ``size``: what sweeps start the big ones first by)."""
+    return Estimate.total(estimate(sc).size)
+
+
+def _containers(sc: Scenario) -> float:
+    """The containers one pool may hold: its fixed pool, or at least its floor and buffer, as far as its cap and its
+    launch rate let it reach them within the run."""
+    if sc.approach != "server" and sc.function.containers:
+        return float(sc.function.containers)
+    ap = sc.autoscaler
+    want = float(ap.min_containers + ap.buffer_containers)
+    if ap.max_containers:
+        want = min(want, ap.max_containers)
+    if ap.launch_rate_per_s > 0:
+        want = min(want, ap.launch_burst + ap.launch_rate_per_s * (sc.duration_s + sc.drain_s))
+    return want
+
+
+# What a run over its budget spends its events on (sim/engine.py ``Budget.grows``), by callback.
+RETRIES = ("retries", "lengthen clients.backoff_base_s and clients.backoff_max_s")
+GROWS = {
+    "Load._send": RETRIES,  # a retry's new try (and a pooled call's)
+    "ClosedLoop._resend": RETRIES,  # the proxy's callers' retry
+    "Load._reach": ("tries reaching the Function", ""),  # after overhead.submit: a call's first try or a retry
+    "ContainerPool._tick": ("scaling decisions", "lengthen autoscaler.interval_s"),
+    "ContainerPool._decide_from_zero": ("scaling decisions", "lengthen autoscaler.interval_s"),
+    "Monitor._sample": ("monitor samples", ""),
+}
