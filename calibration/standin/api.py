@@ -34,6 +34,7 @@ from grpclib.exceptions import GRPCError
 from modal_proto import api_grpc, api_pb2
 
 from calibration.standin.platform import ASYNC, SYNC, Call, Function, Input, Platform, Rejected
+from calibration.standin.sandboxes import answer
 
 IMAGE_BUILDER_VERSION = "2025.06"  # one the modal 1.6.4 client supports (modal/_image.py)
 TOKEN_ID, TOKEN_SECRET = "ak-standin", "as-standin"  # the stand-in's test token (MODAL_TOKEN_ID/_SECRET)
@@ -103,11 +104,7 @@ class Service:
                 self.unimplemented.append(name)
                 self.platform.log(f"unimplemented: {name}")
                 raise GRPCError(Status.UNIMPLEMENTED, f"the Modal stand-in does not implement {name}")
-            if cardinality is grpclib.const.Cardinality.UNARY_STREAM:
-                async for reply in impl(request):
-                    await stream.send_message(reply)
-            else:
-                await stream.send_message(await impl(request))
+            await answer(stream, impl, request, cardinality)
 
         return handle
 

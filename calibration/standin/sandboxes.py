@@ -461,11 +461,7 @@ class Router:
                 raise GRPCError(Status.UNIMPLEMENTED, f"the Modal stand-in's command router does not implement {name}")
             if getattr(request, "task_id", task_id) != task_id:
                 raise GRPCError(Status.PERMISSION_DENIED, f"the token is not for task {request.task_id}")
-            if cardinality is grpclib.const.Cardinality.UNARY_STREAM:
-                async for reply in impl(request):
-                    await stream.send_message(reply)
-            else:
-                await stream.send_message(await impl(request))
+            await answer(stream, impl, request, cardinality)
 
         return handle
 
@@ -507,3 +503,13 @@ class Router:
             if ex.closed[fd] and offset >= len(ex.output[fd]):
                 return
             await ex.changed.wait()
+
+
+async def answer(stream: Any, impl: Any, request: Any, cardinality: Any) -> None:
+    """Send ``impl(request)``'s reply on ``stream``: each message of a server stream, else the one reply (both
+    services' handlers: the API's and the command router's)."""
+    if cardinality is grpclib.const.Cardinality.UNARY_STREAM:
+        async for reply in impl(request):
+            await stream.send_message(reply)
+    else:
+        await stream.send_message(await impl(request))
