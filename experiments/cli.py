@@ -239,6 +239,10 @@ def run_scenario(sc: Any, seed: int = 0, series: dict | None = None, records: bo
     (sim/metrics.py: an undeclared one is an error), in their declared order."""
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise ScenarioError(f"--seed {seed}: must be a whole number from 0 to {MAX_SEED}")
+    why = MODELS[sc.model].unmeasurable
+    why = why(sc) if why else None  # a run that could measure nothing (a window no call fits in) is refused
+    if why:
+        raise ScenarioError(why)
     budget = check_size(sc)
     model = MODELS[sc.model]
     outer, engine.BUDGET = engine.BUDGET, budget  # checked as it runs (sim/engine.py)

@@ -104,7 +104,7 @@ class Uniform(Dist):
 
     mean = property(lambda self: (self.a + self.b) / 2)
     low = property(lambda self: self.a)
-    var = property(lambda self: (self.b - self.a) ** 2 / 12)
+    var = property(lambda self: (self.b - self.a) * (self.b - self.a) / 12)  # inf, not OverflowError, past 1e154
 
     def cdf(self, x: float) -> float:
         return min(1.0, max(0.0, (x - self.a) / (self.b - self.a)))
@@ -220,26 +220,58 @@ def parse_dist(text: str, base_dir: Path | None = None) -> Dist:
     if name == "constant":
         if args[0] < 0:
             raise DistError(f"constant value must be >= 0 in {text!r}")
-        return Constant(args[0])
+        return _finite(Constant(args[0]), text)
     if name == "uniform":
         a, b = args
         if not 0 <= a < b:
             raise DistError(f"uniform(a, b) needs 0 <= a < b in {text!r}")
-        return Uniform(a, b)
+        return _finite(Uniform(a, b), text)
     if name == "exponential":
         if args[0] <= 0:
             raise DistError(f"exponential mean must be > 0 in {text!r}")
-        return Exponential(args[0])
+        return _finite(Exponential(args[0]), text)
     median, sigma = args
     if median <= 0 or sigma <= 0:
         raise DistError(f"lognormal(median, sigma) needs median > 0 and sigma > 0 in {text!r}")
-    d = LogNormal(median, sigma)
-    try:
-        finite = sigma * sigma < 709 and math.isfinite(d.var)  # math.exp overflows past 709
-    except OverflowError:
-        finite = False
-    if not finite:
+    if sigma * sigma >= 709:  # math.exp overflows past 709: its mean's and variance's factors
         raise DistError(f"lognormal(median, sigma): its mean or variance overflows in {text!r}")
+    return _finite(LogNormal(median, sigma), text)
+
+
+TAIL_P = 1e-9  # the upper tail whose quantile must be finite: ten thousand runs of 1e5 draws pass it about once
+MAX_DRAW = 1e12  # nor past this: every number of a scenario is within it (sim/scenario.py, MAX_MAGNITUDE)
+_TAIL_Z = 5.997807015  # the standard normal's quantile at 1 - TAIL_P
+
+
+def tail(d: Dist) -> float:
+    """The value a draw passes with probability ``TAIL_P`` (the greatest value where the support ends below it)."""
+    if isinstance(d, Uniform):
+        return d.b
+    if isinstance(d, Exponential):
+        return d.scale * -math.log(TAIL_P)
+    if isinstance(d, LogNormal):
+        return d.median * math.exp(d.sigma * _TAIL_Z)
+    if isinstance(d, Empirical):
+        return max(d.values)
+    return d.mean  # constant
+
+
+def _finite(d: Dist, text: str) -> Dist:
+    """``d`` if its mean, its variance and its upper tail (``tail``) are finite floats and the tail within
+    ``MAX_DRAW``, else a DistError: a draw or a mean past 1.8e308 is inf, and every figure derived from it inf or
+    NaN; a time past 1e12 s loses sub-millisecond precision, as any number of a scenario would."""
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):  # inf, not a warning line (an empirical mean)
+            values = (d.mean, d.var, tail(d))
+    except OverflowError:
+        values = (math.inf,)
+    if not all(math.isfinite(v) for v in values):
+        raise DistError(f"its mean, variance or {1 - TAIL_P:.9g} quantile overflows a float in {text!r}")
+    if values[2] > MAX_DRAW:
+        raise DistError(
+            f"its {1 - TAIL_P:.9g} quantile {values[2]:.3g} is past {MAX_DRAW:g} s (a time beyond it loses "
+            f"sub-millisecond precision) in {text!r}"
+        )
     return d
 
 
@@ -265,4 +297,4 @@ def _empirical(arg: str, base_dir: Path | None) -> Empirical:
         values.append(v)
     if not values:
         raise DistError(f"empirical({arg}): {path} holds no values")
-    return Empirical(str(arg.strip()), tuple(values))
+    return _finite(Empirical(str(arg.strip()), tuple(values)), f"empirical({arg[:200]})")

@@ -110,6 +110,9 @@ class Model:
     events_per_unit: float = 8.0  # the events a run may process per unit of size, unless its estimate says
     # what a run over its budget spends its events on, by callback (sim/engine.py ``Budget``): (what, how to have less)
     grows: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # why a run of the scenario could measure nothing (None: it can), naming the key to change: the commands refuse it
+    # before it starts (experiments/cli.py ``run_scenario``, exit 2); the model's run function still simulates it
+    unmeasurable: Callable[[Any], str | None] | None = None
 
 
 def records_frame(columns: dict, index: str) -> pd.DataFrame:

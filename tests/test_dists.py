@@ -34,6 +34,13 @@ def test_parse(text, expected):
         "lognormal(0, 1)",
         "lognormal(1, 50)",  # its mean overflows
         "lognormal(1e300, 1)",  # its variance does
+        "lognormal(1, 1000)",  # a draw: exp(1000 × z)
+        "lognormal(1e12, 50)",
+        "lognormal(1e290, 2)",  # its tail: 1e290 × e^12
+        "uniform(0, 1e308)",  # its variance and its tail
+        "exponential(1e307)",  # its tail: 20.7 × the mean
+        "constant(1e308)",  # finite, but past 1e12 s, every scenario number's bound
+        "lognormal(1, 18)",  # its tail: e^108
         "constant(x)",
         "uniform 1 10",
         "",
@@ -84,3 +91,10 @@ def test_sampler_gives_the_draw_sequence():
     d = Uniform(0, 1)
     s = d.sampler(np.random.default_rng(7))
     np.testing.assert_array_equal([s() for _ in range(10)], d.draw(np.random.default_rng(7), 4096)[:10])
+
+
+def test_an_empirical_file_whose_mean_overflows_is_refused(tmp_path):
+    f = tmp_path / "huge.txt"
+    f.write_text("1.7e308\n1.7e308\n")  # each value finite, their mean not
+    with pytest.raises(DistError, match="overflows"):
+        parse_dist(f"empirical({f})")

@@ -142,3 +142,69 @@ def test_the_steady_rate_is_what_the_binding_limit_allows():
     # a window shorter than one call: nothing back in it, no steady rate (the reference rule still counts 8,000)
     short = loadtest.run(preset("loadtest-copies", "duration_s=2"), seed=0)
     assert short["steady_calls_per_s"] is None and short["calls_per_s"] == 4000
+
+
+# --- output that cannot be right: windows that measure nothing are refused, the bounds that hold are checked --------
+def one_line_exit_2(capsys, argv: list[str], key: str) -> str:
+    from experiments import run as run_cmd
+
+    assert run_cmd.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err and f": {key}:" in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    "sets, key",
+    [
+        # 8,000 calls in flight issued at t = 0 and a window no call fits in: 8,000 calls/s, 8e15 at 1e-12 s
+        (("duration_s=1",), "duration_s"),
+        (("duration_s=1e-12",), "duration_s"),
+        (("work=exponential(5)", "duration_s=1e-6"), "duration_s"),  # no least value, still no second call
+        (("clients.count=1", "clients.in_flight=1", "approach=batching", "duration_s=1.5"), "duration_s"),
+        (("load=arrivals", "arrivals.rate=1", "duration_s=0.001"), "duration_s"),  # an open loop expecting none
+        (("work=constant(1e6)",), "work"),  # no call can come back within the run
+        (("overhead.submit=constant(400)",), "work"),  # nor past a leg longer than the run
+        (("clients.retry=backoff", "clients.backoff_base_s=1e12"), "clients.backoff_base_s"),
+    ],
+)
+def test_a_window_that_cannot_measure_anything_is_refused_naming_the_key(capsys, sets, key):
+    one_line_exit_2(capsys, ["loadtest-spawn", *(x for s in sets for x in ("--set", s))], key)
+
+
+def test_a_short_window_that_measures_keeps_the_callers_bound():
+    # 2 s: some slots make a second call; calls/s reads ideal + N/T (the calls in flight at t = 0), not the ideal,
+    # and stays within what the callers can make: slots × (1/shortest + 1/T)
+    m = loadtest.run(preset("loadtest-copies", "duration_s=2"), seed=0)
+    assert m["calls_per_s"] > m["ideal_calls_per_s"]
+    assert m["calls_per_s"] <= 8000 * (1 / 1.0 + 1 / 2)
+
+
+def test_more_calls_issued_and_back_than_the_callers_can_make_is_found():
+    sc, out, m = broken("loadtest-remote", *CONSTANT_LEGS)
+    m["calls"] = int(8000 * (20 / 1.236 + 1)) + 1  # the counting rule of calls_per_s, past the callers' bound
+    assert any("calls issued in the window and back" in v for v in invariants.violations(sc, out, m))
+
+
+def test_more_calls_back_than_the_capped_containers_can_run_is_found():
+    # 2 always-warm containers × 10 inputs, works of at least 1 s, 20 s: at most 20 × (20 / 1 + 1) calls back
+    sc, out, m = broken("loadtest-remote", "function.containers=2", "function.max_inputs=10", "function.copies=1")
+    assert m["calls_back"] <= 420
+    m["calls_back"] = 421
+    assert any("the most the containers can run" in v for v in invariants.violations(sc, out, m))
+
+
+def test_a_binding_share_outside_its_limit_share_is_found():
+    sc, out, m = broken("mmc", "arrivals.rate=20", "duration_s=3000")
+    assert 0 <= m["binding_share"] <= 1 and m["binding_share"] == m[f"limit_share_{m['binding_limit']}"]
+    m["binding_share"] = 530.8
+    assert any("binding_share" in v for v in invariants.violations(sc, out, m))
+
+
+def test_backoffs_past_the_window_count_only_their_part_in_it():
+    # backoffs of 50 to 100 s after a 20 s window's rejections: the input-seconds lost are the window's, so at most
+    # the slots × the window (before: every backoff whole, twice that, and the shares skewed to accept_rate)
+    _, out, _ = broken("loadtest-remote", "clients.retry=backoff", "clients.backoff_base_s=100", "warmup_s=5")
+    assert 0 < sum(out.lost.values()) <= 8000 * (20 - 5)
+    huge = broken("loadtest-remote", "clients.retry=backoff", "clients.backoff_max_s=1e12")[2]
+    assert 0 <= huge["binding_share"] <= 1 and huge["binding_limit"] == "accept_rate"

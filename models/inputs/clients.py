@@ -77,6 +77,8 @@ class Scenario(Protocol):
     @property
     def duration_s(self) -> float: ...
     @property
+    def warmup_s(self) -> float: ...
+    @property
     def clients(self) -> ClientParams: ...
     @property
     def overhead(self) -> OverheadParams: ...
@@ -108,6 +110,7 @@ class Load:
         self.style = style
         self._http = http
         self.duration = sc.duration_s
+        self._w0 = sc.warmup_s  # the window's start (``_windowed``)
         self.streams = streams
         self.work_of = PerClient(streams, "work", sc.work)  # client i's work draws
         self._jitter = PerClient(streams, "backoff", Uniform(0.5, 1.0))  # client i's retry jitter (drawn in batches)
@@ -212,7 +215,7 @@ class Load:
         """A map call's input was rejected; the client tries it again after ``delay`` (models/inputs/mapcall.py)."""
         self.rejections[kind] = self.rejections.get(kind, 0) + 1
         self.log.attempts[call] = self.log.attempts.get(call, 1) + 1
-        self.lost[kind] = self.lost.get(kind, 0.0) + delay
+        self.lost[kind] = self.lost.get(kind, 0.0) + self._windowed(delay)
 
     def _release(self, client: int) -> None:
         self._conns[client] -= 1
@@ -228,10 +231,10 @@ class Load:
             delays = self._delays
             delay = delays[attempt - 1] if attempt <= len(delays) else delays[-1]
             delay *= self._jitter[self._client[call]]()
-            self.lost[kind] = self.lost.get(kind, 0.0) + delay
+            self.lost[kind] = self.lost.get(kind, 0.0) + self._windowed(delay)
             self._call_at(self.env._now + delay, self._send_cb, call)  # call_in, without its check: delay > 0
         else:
-            self.lost[kind] = self.lost.get(kind, 0.0) + self.loss_of_failure(call)
+            self.lost[kind] = self.lost.get(kind, 0.0) + self._windowed(self.loss_of_failure(call))
             self._failed(call, kind)
 
     # --- coming back -----------------------------------------------------------------------------------------
@@ -287,6 +290,14 @@ class Load:
     def loss_of_failure(self, call: int) -> float:
         """Input-seconds lost when ``call`` fails unretried: in a closed loop its slot ends."""
         return max(0.0, self.duration - self.env._now)
+
+    def _windowed(self, lost: float) -> float:
+        """What of ``lost`` input-seconds from now falls in the measurement window [warm-up, duration): the shares
+        the diagnosis takes are of the window's input-seconds (models/inputs/monitor.py), so a backoff past its end
+        or a failure before it counts only its part inside."""
+        now = self.env._now
+        end = now + lost
+        return max(0.0, (end if end < self.duration else self.duration) - (now if now > self._w0 else self._w0))
 
     # What a closed-loop caller does when a call is back (a subclass's method); open loops do nothing.
     returned: Callable[[int], None] | None = None

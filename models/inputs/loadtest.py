@@ -273,4 +273,5 @@ MODEL = Model(
     estimate=budget.estimate,
     events_per_unit=budget.EVENTS_PER_CALL,
     grows=budget.GROWS,
+    unmeasurable=invariants.window_error,
 )

@@ -9,8 +9,9 @@ run's pools together are at ``workspace.max_containers`` (``workspace_cap``).
 The diagnosis divides the input-seconds of the measurement window (a batched chunk is one input; otherwise an input
 is a call) by what they went to: running (sampled: running inputs × dt), waiting by reason (pending inputs × dt), and
 lost to rejections by limit: a rejected input that is retried loses its backoff; one that is not loses the rest of
-its slot in a closed loop (the caller's task ended) or its own work in an open one. Rejections map to limits by kind:
-``accept_rate`` (rate_limited), ``pending_cap`` (queue_full), ``http_503`` (no ready container), ``http_429``
+its slot in a closed loop (the caller's task ended) or its own work in an open one, each counted where it lies inside
+the window (a backoff past its end, or a failure before it, counts only its part in it). Rejections map to limits by
+kind: ``accept_rate`` (rate_limited), ``pending_cap`` (queue_full), ``http_503`` (no ready container), ``http_429``
 (max_concurrency). Each ``limit_share_*`` is a share of that whole, and ``limit_share_none`` (the running) makes them
 sum to 1. ``binding_limit`` is the limit that drops calls, if any does (an unretried rejection is an error: the one of
 most share), else the costliest wait or retry if its share is at least 5%, else ``none``: nothing binds but the load.
