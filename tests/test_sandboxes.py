@@ -350,3 +350,54 @@ def test_the_sandboxes_fit_writes_its_leg_and_residuals(tmp_path):
     assert "schedule_latency_p50_s" in text and "does not pin it down" in text
     assert 0.0 < read_toml(out)["scheduler"]["request_s"] < 0.099
     assert read_toml(out)["envelope"] == {"runs": "sandboxes-v2's fit", "count": 100_000, "workers": 2_000}
+
+
+# --- output that cannot be right: utilizations past 1 or below 0, a rate over a span shorter than what it counts ----
+def test_a_transaction_longer_than_the_run_reads_busy_all_the_span_not_more():
+    # 256 connections at 1e-12 transactions/s: each transaction 2.56e14 s; the booked total less what is to come lost
+    # every digit (101%); the runs' own spans read exactly the span
+    m = sandboxes("sandboxes-v1", "postgres.tps=1e-12", "sandboxes.count=20000", "horizon_s=100")
+    assert 0.999 < m["utilization"]["postgres"] <= 1.0  # from its first transaction, a hop into the span
+    assert m["bottleneck"] == "postgres" and m["sandboxes_created"] == 0
+
+
+def test_an_overloaded_fleet_rates_its_sandboxes_over_the_span_that_holds_them():
+    # one worker, 128 slots: the run stops at 0.0275 s when the fleet is full, but the 128 count as created when
+    # running, the last at 9.08 s; the rate was 4,655/s over the 0.0275 s, and the metadata store read -0.0
+    m = sandboxes("sandboxes-v2", "fleet.workers=1", "fleet.allow_overload=true", "sandboxes.count=100000")
+    assert m["sandboxes_created"] == 128 and m["bottleneck"] == "capacity"
+    assert m["creation_rate_per_s"] == pytest.approx(128 / m["creation_makespan_s"], rel=1e-6)
+    assert all(u >= 0 and math.copysign(1, u) > 0 for u in m["utilization"].values()), m["utilization"]
+
+
+def test_a_server_booked_ahead_reads_only_the_service_begun():
+    from models.sandboxes.fleet import Server
+
+    sim = Sim()
+    store = Server(sim)
+    sim.run(until=10.0)
+    assert store.done_at(0.5, 10.2) == 10.7 and store.done_at(0.5, 10.4) == 11.2  # one run from 10.2 a hop ahead
+    assert store.busy_by_now() == 0.0  # nothing begun by 10: not -0.7 (the booked 1.0 less 11.2 - 10)
+    assert store.busy_by_now(10.5) == pytest.approx(0.3) and store.busy_by_now(20.0) == pytest.approx(1.0)
+    servers = Servers(sim, 2)
+    for _ in range(4):
+        servers.done_at(1e14)  # services far longer than the run: exact, not the digits of 4e14 less 4e14
+    assert servers.busy_by_now(13.0) == 2 * 3.0
+
+
+def test_a_sandbox_run_breaking_its_rules_is_found():
+    from models.sandboxes import invariants
+
+    sc = preset("sandboxes-v2", *SMALL)
+    m = sandboxes("sandboxes-v2", *SMALL)
+    slots = 128
+    assert invariants.violations(sc, m, slots) == []
+    for change, rule in [
+        ({"utilization": {**m["utilization"], "postgres": 1.01}}, "utilization of postgres"),
+        ({"utilization": {**m["utilization"], "metadata_store": -0.0}}, "utilization of metadata_store"),
+        ({"creation_rate_per_s": 4655.0, "creation_makespan_s": 9.08, "sandboxes_created": 128}, "creation rate"),
+        ({"sandboxes_created": m["sandboxes_issued"] + 1}, "not in that order"),
+        ({"worker_slots_filled": 1.5}, "worker_slots_filled"),
+        ({"worker_slots_in_use_max": 129}, "more than its 128 slots"),
+    ]:
+        assert any(rule in v for v in invariants.violations(sc, {**m, **change}, slots)), change

@@ -21,7 +21,8 @@ through in the span over the most they can (burst + rate × span). ``bottleneck`
 is limiting, that is busy at least ``LIMITING`` of the span, else ``"none"`` (the load itself sets the pace).
 A burst the fleet cannot hold (``fleet.allow_overload``; otherwise it is an error before the run) ends as soon as the
 fleet is full (its placed sandboxes' start paths are already computed, and they count as created): ``sandboxes_created``
-< requested, the rejections so far, and ``bottleneck = "capacity"``; the span ends there too. A short
+< requested, the rejections so far, and ``bottleneck = "capacity"``; the span ends when the last of them is running
+(each resource read as its booked service will have run by then: nothing is booked after the stop). A short
 burst's span is mostly the start path's tail (about a second), so there every resource looks less busy than it was
 while the creates went through. Fill levels and offered loads are not busy fractions and are reported on their own:
 ``worker_slots_filled`` (the most slots in use over the fleet at once ÷ all slots), ``worker_slots_in_use_max`` (the
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from models.sandboxes import budget
+from models.sandboxes import budget, invariants
 from models.sandboxes.fleet import BenchmarkClientParams, Fleet, FleetParams, Meter, SandboxParams, capacity_error
 from models.sandboxes.planes import PLANES, ControlPlane
 from models.sandboxes.shortcuts import SHAPES
@@ -121,13 +122,15 @@ class Creation:
         self._returns: list[float] = []  # a heap: when each create call still out returns (placed ones)
         self.full = False  # the run ended because the fleet was full for good (module docstring)
 
-    def reading(self) -> tuple[float, dict[str, float]]:
-        """Now, and the busy time so far of every resource."""
-        return self.sim.env._now, {k: m.busy_by_now() for k, m in self.meters.items()}
+    def reading(self, at: float | None = None) -> tuple[float, dict[str, float]]:
+        """``at`` (default now), and the busy time of every resource by then (after the run's end: the service
+        booked, as it will have run by then)."""
+        at = self.sim.env._now if at is None else at
+        return at, {k: m.busy_by_now(at) for k, m in self.meters.items()}
 
     # the client as a Meter: a token bucket holding one tick's refill (at least one token) refilled at its rate, so
     # each create issued is 1/rate of its time and a span of t seconds holds at most burst/rate + t
-    def busy_by_now(self) -> float:
+    def busy_by_now(self, now: float | None = None) -> float:
         return self.issued / self.sc.client.rate
 
     def capacity(self, span: float) -> float:
@@ -193,8 +196,9 @@ class Creation:
     def _end(self, why: str) -> None:
         """The span ends (the last sandbox placed is running); ``why``: "stop" (all created), "full" (the fleet is
         full for good) or "" (sandboxes come and go until the horizon)."""
-        self.span_end = self.reading()
         self.full = why == "full"
+        # full: the sandboxes placed count as created, so the span runs until the last of them is running
+        self.span_end = self.reading(self.last_running if self.full else None)
         if why:
             self.sim.stop()
 
@@ -234,6 +238,7 @@ def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None, records:
     if creation.span_end is None:  # not all created: the span ends with the run
         creation.span_end = creation.reading()
     metrics = summarize(creation, sc, cp, fleet, series)
+    invariants.check(sc, metrics, fleet.slots)
     metrics["events"] = sim.events
     metrics["sim_time_s"] = sim.now
     metrics["shortcuts_used"] = sorted(used)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -126,8 +127,9 @@ def capacity_error(fp: FleetParams, sp: SandboxParams) -> str | None:
 class Meter(Protocol):
     """A resource whose busy time can be read: servers, threads, connections, locks, rate limits."""
 
-    def busy_by_now(self) -> float:
-        """Server-seconds of service that lie before now (booked service still to come is not counted)."""
+    def busy_by_now(self, now: float | None = None) -> float:
+        """Server-seconds of service that lie before ``now`` (default the simulation's; booked service still to come
+        is not counted; a ``now`` after the run's end reads what was booked as it will have run by then)."""
         ...
 
     def capacity(self, span: float) -> float:
@@ -141,23 +143,31 @@ class Servers:
     def __init__(self, sim: Sim, c: int) -> None:
         self.sim = sim
         self.c = c
-        self._free = [0.0] * c  # a heap of the times each server becomes free
+        # a heap of (when each server is next free, when its current run of back-to-back service began)
+        self._free = [(0.0, 0.0)] * c
         self.busy = 0.0  # server-seconds of service booked, including service still to come
+        self._done = 0.0  # server-seconds of the runs before each server's current one (all ended by now)
 
     def done_at(self, service: float) -> float:
         now = self.sim.env._now
-        start = max(now, self._free[0])
-        end = start + service
-        heapq.heapreplace(self._free, end)
+        free, began = self._free[0]
+        if free <= now:  # the server is idle: its run has ended, a new one begins now
+            self._done += free - began
+            free = began = now
+        end = free + service
+        heapq.heapreplace(self._free, (end, began))
         self.busy += service
         return end
 
-    def busy_by_now(self) -> float:
+    def busy_by_now(self, now: float | None = None) -> float:
         # Every request was booked at its arrival, at or before now; on each server, those whose service ends after
-        # now follow one another without a gap (each waited for the one before), so the service still to come on a
-        # server is exactly its free time minus now.
-        now = self.sim.env._now
-        return self.busy - sum(f - now for f in self._free if f > now)
+        # the start of its current run follow one another without a gap (each waited for the one before), so its
+        # service done by ``now`` is the runs before plus its current run up to ``now``: sums of spans no longer
+        # than the run so far, never a difference of the booked total and what is to come (which loses every digit
+        # when a service is 1e14 s long). A ``now`` after the simulation's reads the service booked as it will have
+        # run by then.
+        now = self.sim.env._now if now is None else now
+        return self._done + sum((free if free < now else now) - began for free, began in self._free if now > began)
 
     def capacity(self, span: float) -> float:
         return self.c * span
@@ -172,16 +182,35 @@ class Server:
         self.sim = sim
         self.free = 0.0  # when the server is next free
         self.busy = 0.0
+        self._began = 0.0  # when the current run of back-to-back service began (at or after now: an ``at`` ahead)
+        self._runs: deque[tuple[float, float]] = deque()  # (began, ended) of runs not yet ended by now
+        self._done = 0.0  # service of the runs ended by now, before those
 
     def done_at(self, service: float, at: float | None = None) -> float:
         """Admit a request arriving at ``at`` (default now; never before the one admitted last); when it is done."""
-        now = self.sim.env._now if at is None else at
-        self.free = (self.free if self.free > now else now) + service
+        now = self.sim.env._now
+        t = now if at is None else at
+        if self.free <= t:  # a new run begins at t (the last one may end after now, when it began ahead)
+            runs = self._runs
+            runs.append((self._began, self.free))
+            while runs and runs[0][1] <= now:
+                began, ended = runs.popleft()
+                self._done += ended - began
+            self._began, self.free = t, t + service
+        else:
+            self.free += service
         self.busy += service
         return self.free
 
-    def busy_by_now(self) -> float:
-        return self.busy - max(0.0, self.free - self.sim.env._now)  # as Servers: the service to come is one block
+    def busy_by_now(self, now: float | None = None) -> float:
+        """As Servers: the runs' service up to ``now``, each run clipped to it (a run booked to begin later, a
+        request ``at`` a hop ahead, adds nothing yet)."""
+        now = self.sim.env._now if now is None else now
+        total = self._done
+        for began, ended in (*self._runs, (self._began, self.free)):
+            if now > began:
+                total += (ended if ended < now else now) - began
+        return total
 
     def capacity(self, span: float) -> float:
         return span
@@ -194,8 +223,8 @@ class Group:
         self.members = members
         self.c = sum(m.c for m in members)
 
-    def busy_by_now(self) -> float:
-        return sum(m.busy_by_now() for m in self.members)
+    def busy_by_now(self, now: float | None = None) -> float:
+        return sum(m.busy_by_now(now) for m in self.members)
 
     def capacity(self, span: float) -> float:
         return self.c * span
@@ -245,10 +274,10 @@ class Locks:
         self.busy += hold
         return end
 
-    def busy_by_now(self) -> float:
+    def busy_by_now(self, now: float | None = None) -> float:
         # the holds still to come on a worker are the end of its current run of holds: free − now, but never more
         # than that run holds (a run booked to begin after now, a start still on its way to the lock)
-        ahead = np.asarray(self.free) - self.sim.env._now
+        ahead = np.asarray(self.free) - (self.sim.env._now if now is None else now)
         future = np.minimum(ahead, np.asarray(self.chain))
         return self.busy - float(future[ahead > 0].sum())
 

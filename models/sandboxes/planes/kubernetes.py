@@ -87,7 +87,7 @@ class RateLimit:
         self._t = now
         return -self._tokens / self.rate if self._tokens < 0 else 0.0
 
-    def busy_by_now(self) -> float:
+    def busy_by_now(self, now: float | None = None) -> float:
         return self.sent / self.rate
 
     def capacity(self, span: float) -> float:
@@ -118,8 +118,8 @@ class InFlight:
         self._starts = self._starts - started if self.n else 0.0  # no rounding residue once none is in flight
         self._busy += now - started
 
-    def busy_by_now(self) -> float:
-        return self._busy + self.n * self.sim.env._now - self._starts
+    def busy_by_now(self, now: float | None = None) -> float:
+        return self._busy + self.n * (self.sim.env._now if now is None else now) - self._starts
 
     def capacity(self, span: float) -> float:
         return self.c * span
