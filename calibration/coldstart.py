@@ -68,6 +68,6 @@ def fit_coldstart(seeds: list[int], path: Path) -> str:
     ratio = figs[(program, "lazy", "cold_start_mean_s")] / figs[(program, "snapshot", "cold_start_p50_s")]
     lines += [f"#   {program} lazy mean / snapshot p50: {ratio:.3g} (measured {want:g})", "", "[coldstart]"]
     lines += [f"{k} = {v!r}" for k, v in values.items()]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-    return path.read_text()
+    from calibration.report import write_checked
+
+    return write_checked(path, "\n".join(lines) + "\n", "coldstart-torch")  # as `run coldstart-torch --params` loads it

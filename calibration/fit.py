@@ -261,7 +261,7 @@ def _loadtest(
         with Runner(args.jobs) as runner:
             bounds = envelope(" and ".join(runs), exps, [*extra_runs, *best.settings], seeds, runner)
         comments += ["", "The envelope: what the fit's runs covered (calibration/envelope.py)."]
-        report.write_settings(args.out, [*best.settings, *bounds], comments)
+        report.write_settings(args.out, [*best.settings, *bounds], comments, "loadtest-spawn")
         side = report.write_plausible(Path(args.out), fits, best, cmd)
         print(f"\nwrote {args.out} and {side}")
     return 0

@@ -15,13 +15,14 @@ so AICc here ranks candidates; it is not a likelihood-ratio test.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
 from calibration.objective import prediction_rows, residual_rows
 from calibration.search import Fit
 from calibration.targets import Prediction
-from sim.scenario import parse_value
+from sim.scenario import ScenarioError, parse_value
 
 
 def aicc(loss: float, k: int, n: int) -> float:
@@ -159,7 +160,7 @@ def parameter_file(settings: list[str], comments: list[str]) -> str:
 
 
 def write(path: Path, f: Fit, comments: list[str]) -> None:
-    write_settings(path, f.settings, comments)
+    write_settings(path, f.settings, comments, "loadtest-spawn")
 
 
 def plausible_path(params: Path) -> Path:
@@ -194,8 +195,30 @@ def write_plausible(params: Path, fits: list[Fit], best: Fit, command: str) -> P
     return path
 
 
-def write_settings(path: Path, settings: list[str], comments: list[str]) -> str:
-    """Write a parameter file of ``settings`` (``KEY=VALUE``) headed by ``comments``; return its text."""
+def write_settings(path: Path, settings: list[str], comments: list[str], preset: str) -> str:
+    """Write a parameter file of ``settings`` (``KEY=VALUE``) headed by ``comments``, checked as ``write_checked``
+    checks it on ``preset``; return its text."""
+    return write_checked(path, parameter_file(settings, comments), preset)
+
+
+def write_checked(path: Path, text: str, preset: str) -> str:
+    """Write ``text`` as the parameter file ``path`` only if ``experiments.run PRESET --params PATH`` accepts it: it
+    is written beside ``path`` first, loaded by the path ``run`` takes (experiments/cli.py ``load_scenario``), and only
+    then moved into place; a file ``run`` would reject is a ScenarioError naming ``path`` and why, and nothing is
+    written (a fit never leaves a parameter file behind that its users cannot load)."""
+    from experiments.cli import load_scenario
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(parameter_file(settings, comments))
-    return path.read_text()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    try:
+        load_scenario(preset, [], [str(tmp)])
+    except ScenarioError as e:
+        tmp.unlink(missing_ok=True)
+        why = str(e).replace(str(tmp), str(path))
+        raise ScenarioError(f"{path}: not written: `run {preset} --params` would reject the fit ({why})") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+    return text

@@ -75,4 +75,4 @@ def fit_sandboxes(seeds: list[int], path: Path, want: float | None = None, trace
 
     sc = load_scenario("sandboxes-v2", list(FIT_RUNS), [])  # the envelope: what the fit's runs covered
     bounds = [f"envelope.runs={WHAT}", f"envelope.count={sc.sandboxes.count}", f"envelope.workers={sc.fleet.workers}"]
-    return write_settings(path, [f"{FITTED}={request!r}", *bounds], comments)
+    return write_settings(path, [f"{FITTED}={request!r}", *bounds], comments, "sandboxes-v2")

@@ -26,6 +26,7 @@ from calibration.objective import Experiment
 from calibration.report import write_settings
 from calibration.targets import REFERENCE, Target
 from sim import files
+from sim.dists import DistError, parse_dist
 from sim.scenario import ScenarioError
 
 REFERENCES = {"loadtest": REFERENCE, "coldstart": None, "sandboxes": None}  # names; None: figures in the code
@@ -84,8 +85,9 @@ def load(text: str, seed: int = 0, name: str | None = None) -> Source:
         name = name or tr.name
         src = Source(str(path), MODEL_OF_KIND[tr.kind], trace=tr)
         if tr.kind == "calls":
-            src.targets, src.bootstrap = trace_targets(tr, seed, name)
             sets = tuple(f"{k}={v}" for k, v in tr.manifest["scenario"].get("set", {}).items())
+            check_window(tr, sets)
+            src.targets, src.bootstrap = trace_targets(tr, seed, name)
             src.experiment = Experiment(name, tr.manifest["scenario"]["preset"], sets, statistics=True)
         return src
     if files.exists(path):  # a file: a regular one within its cap (a named pipe or a device: one line, never read)
@@ -96,6 +98,23 @@ def load(text: str, seed: int = 0, name: str | None = None) -> Source:
     raise ScenarioError(
         f"{text}: not a source (a trace directory, a reference table file, or one of {', '.join(REFERENCES)})"
     )
+
+
+def check_window(tr: trace.Trace, sets: tuple[str, ...]) -> None:
+    """A trace of calls is fitted by simulating its experiment (its preset and ``set``), whose figures are taken over
+    that scenario's window [warmup_s, duration_s); the trace's own window must be that one (ScenarioError naming the
+    manifest), else the fit compares the trace's figures over one window with the model's over another."""
+    from experiments.cli import load_scenario
+
+    preset = tr.manifest["scenario"]["preset"]
+    sc = load_scenario(preset, list(sets), [])
+    want, got = (sc.warmup_s, sc.duration_s), (tr.window.start, tr.window.end)
+    if not all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) for a, b in zip(want, got, strict=True)):
+        raise ScenarioError(
+            f"{tr.path / trace.MANIFEST}: window [{got[0]:g}, {got[1]:g}) is not its experiment's [warmup_s, "
+            f"duration_s) = [{want[0]:g}, {want[1]:g}) ({preset} with its set): the fit would compare the trace over "
+            "one window with the model over another"
+        )
 
 
 def floor(stat: str, value: float) -> float:
@@ -135,27 +154,44 @@ def trace_targets(tr: trace.Trace, seed: int = 0, name: str | None = None) -> tu
 COLDSTART_TRACE_OUT = Path(__file__).resolve().parent / "params" / "coldstart-trace.toml"
 
 
+ZERO_SPREAD = 1e-6  # a sigma below this (starts alike to a millionth): every start took the same time, a constant
+
+
 def fit_starts(traces: tuple[Source, ...], path: Path) -> str:
     """The input plane's cold-start distribution from traces of starts: a lognormal fitted by maximum likelihood to
     the starts' totals (the model draws each cold start from ``autoscaler.cold_start``, so the distribution is the
-    parameter; no simulation needed), with a bootstrap interval for the median."""
+    parameter; no simulation needed), with a bootstrap interval for the median. Starts that all took the same time
+    (sigma below ``ZERO_SPREAD``) give ``constant(median)``, not a lognormal of sigma 0 (which ``run`` rejects); a
+    fitted distribution that ``run`` would refuse (its tail past 1e12 s or overflowing: sim/dists.py) is a
+    ScenarioError naming the trace and the column, and nothing is written."""
     total = np.concatenate([s.trace.table["total"].to_numpy(dtype=float) for s in traces])
     total = total[np.isfinite(total)]
+    where = traces[0].trace.path / trace.TABLES["starts"]
     if len(total) < 2 or (total <= 0).any():
-        raise ScenarioError(f"{traces[0].trace.path}: column 'total': needs at least two positive start times")
+        raise ScenarioError(f"{where}: column 'total': needs at least two positive start times")
     logs = np.log(total)
     median, sigma = float(np.exp(logs.mean())), float(logs.std(ddof=1))
+    alike = not sigma >= ZERO_SPREAD
+    text = f"constant({median:.4g})" if alike else f"lognormal({median:.4g}, {sigma:.3g})"
+    try:
+        dist = parse_dist(text)
+    except DistError as e:
+        raise ScenarioError(
+            f"{where}: column 'total': starts of {total.min():.3g} to {total.max():.3g} s fit {text}, which run "
+            f"refuses: {e}"
+        ) from None
     rng = np.random.default_rng(0)
     boot = [float(np.exp(rng.choice(logs, len(logs)).mean())) for _ in range(RESAMPLES)]
     lo, hi = np.percentile(boot, (2.5, 97.5))
+    fitted = dist.mean if alike else median * math.exp(2.326 * sigma)  # finite: parse_dist bounds the tail
     comments = [
         f"Written by `python -m calibration.fit {' '.join(str(s.trace.path) for s in traces)}`: the cold start of a",
-        f"container, a lognormal fitted by maximum likelihood to {len(total)} recorded starts.",
+        f"container, {'a constant: every one of' if alike else 'a lognormal fitted by maximum likelihood to'} "
+        f"{len(total)} recorded starts{' took the same time' if alike else ''}.",
         f"  median {median:.4g} s (95% bootstrap interval {lo:.4g} .. {hi:.4g} s over {RESAMPLES} resamples),",
-        f"  sigma {sigma:.3g}; p99 of the trace {np.percentile(total, 99):.4g} s, of the fit "
-        f"{median * math.exp(2.326 * sigma):.4g} s",
+        f"  sigma {sigma:.3g}; p99 of the trace {np.percentile(total, 99):.4g} s, of the fit {fitted:.4g} s",
     ]
-    return write_settings(path, [f"autoscaler.cold_start=lognormal({median:.4g}, {sigma:.3g})"], comments)
+    return write_settings(path, [f"autoscaler.cold_start={text}"], comments, "loadtest-spawn")
 
 
 def schedule_p50(traces: tuple[Source, ...]) -> float:

@@ -133,7 +133,9 @@ def read(path: Path) -> Trace:
         table = pd.read_parquet(data)
     except Exception as e:  # pyarrow raises several kinds on a file that is not Parquet
         raise ScenarioError(f"{tf}: not a Parquet table ({type(e).__name__})") from None
-    return Trace(path, manifest, _conform(tf, manifest, table))
+    table = _conform(tf, manifest, table)
+    check_values(tf, mf, manifest, table)  # before any fit: times and works that cannot be right
+    return Trace(path, manifest, table)
 
 
 def _conform(where: Path, manifest: dict, table: pd.DataFrame) -> pd.DataFrame:
@@ -172,6 +174,58 @@ def _conform(where: Path, manifest: dict, table: pd.DataFrame) -> pd.DataFrame:
             raise ScenarioError(f"{where}: column {col!r}: {e}") from None
         out[col] = x
     return pd.DataFrame(out)
+
+
+def check_values(where: Path, mf: Path, manifest: dict, table: pd.DataFrame) -> None:
+    """A trace's values that cannot be right, refused before any fit (ScenarioError: one line naming the file, the
+    column and the first such row, counting from 0). The window must begin at or after the run's start (0); times
+    on the caller's clock (``issued``, ``finished``; a sandbox's, a start's ``t``) are finite where given and >= 0,
+    and in order: a call is back after it was issued and, when back successfully, no sooner than its own work
+    (``finished - issued >= work``, within 0.1% + 1 µs of clock rounding); a sandbox is placed after it was requested
+    and running after it was placed; times on the remote side's clock (``started``, ``ended``) are >= 0 where given,
+    and a work ends after it started; ``work`` and a start's ``total`` are >= 0; and a trace of calls issues at least
+    one call in its window. NaN is allowed only where the schema says so (never back, never placed, unknown)."""
+    start, end = manifest["window"]
+    if start < 0:
+        raise ScenarioError(
+            f"{mf}: window [{start:g}, {end:g}) begins before the run (times are seconds from its start, >= 0)"
+        )
+    col = {c: table[c].to_numpy() for c in table.columns}
+
+    def refuse(name: str, bad: np.ndarray, what: str) -> None:
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise ScenarioError(f"{where}: column {name!r}, row {row} (from 0): {float(col[name][row]):.9g} {what}")
+
+    kind = manifest["kind"]
+    with np.errstate(invalid="ignore"):  # NaN compares False: allowed where the schema allows it
+        if kind == "calls":
+            issued, finished, work = col["issued"], col["finished"], col["work"]
+            refuse("issued", ~(issued >= 0), "is not a time >= 0 (every call has a first attempt)")
+            refuse("finished", finished < issued, "is before the call was issued")
+            refuse("work", ~(work >= 0), "is not a work >= 0 in seconds")
+            for name in ("started", "ended"):
+                if name in col:
+                    refuse(name, col[name] < 0, "is a time before the run's start")
+            if "ended" in col:
+                refuse("ended", col["ended"] < col["started"], "is before the call's work started")
+            back = (col["kind"] == "") & (finished >= issued)
+            refuse("finished", back & (finished - issued < work * (1 - 1e-3) - 1e-6), "is sooner than its own work")
+            if not ((issued >= start) & (issued < end)).any():
+                raise ScenarioError(
+                    f"{mf}: window [{start:g}, {end:g}) holds no call issued in it ({where} issues from "
+                    f"{issued.min():.6g} to {issued.max():.6g} s)"
+                )
+        elif kind == "starts":
+            refuse("t", ~(col["t"] >= 0), "is not a time >= 0")
+            refuse("total", col["total"] < 0, "is not a start's seconds to ready >= 0")
+        else:
+            requested, placed, running = col["requested"], col["placed"], col["running"]
+            refuse("requested", requested < 0, "is a time before the run's start")
+            refuse("placed", np.isnan(requested) & ~np.isnan(placed), "is given for a sandbox never requested")
+            refuse("placed", placed < requested, "is before the sandbox was requested")
+            refuse("running", np.isnan(placed) & ~np.isnan(running), "is given for a sandbox never placed")
+            refuse("running", running < placed, "is before the sandbox was placed")
 
 
 def columns(table: pd.DataFrame) -> dict[str, np.ndarray]:

@@ -167,3 +167,114 @@ def test_a_fitted_parameter_file_is_accepted_by_a_sweep(tmp_path):
     argv = ["loadtest-spawn", "--params", str(params), "--set", "duration_s=2", "--set", "clients.in_flight=10"]
     assert sweep.main([*argv, "--seeds", "1", "--jobs", "1", "--out", str(out), "--no-report"]) == 0
     assert (pd.read_csv(out / "results.csv")["limits.start_rate"] == 123.0).all()
+
+
+# --- traces that cannot be right are refused before fitting; a fit never writes a file run would reject ------------
+CALLS_MF = {
+    **GOOD,
+    "scenario": {"preset": "loadtest-spawn", "set": {"duration_s": 2, "clients.count": 1}},
+    "window": [0, 2],
+}
+THREE = {
+    "client": [0, 0, 0],
+    "issued": [0.0, 0.5, 1.0],
+    "started": [0.1, 0.6, 1.1],
+    "finished": [1.0, 1.5, 2.0],
+    "work": [0.5, 0.5, 0.5],
+    "items": [1, 1, 1],
+    "kind": ["", "", ""],
+    "attempts": [1, 1, 1],
+    "initial": [True, False, False],
+    "ended": [0.6, 1.1, 1.6],
+}
+
+
+def changed(column: str, value: float, row: int = 1) -> pd.DataFrame:
+    cols = {k: list(v) for k, v in THREE.items()}
+    cols[column][row] = value
+    return pd.DataFrame(cols)
+
+
+@pytest.mark.parametrize(
+    "manifest, table, names",
+    [
+        (CALLS_MF, changed("issued", float("nan")), ("calls.parquet", "'issued'", "row 1", "nan")),
+        (CALLS_MF, changed("issued", -1.0), ("calls.parquet", "'issued'", "row 1", "-1")),
+        (CALLS_MF, changed("finished", 0.25), ("calls.parquet", "'finished'", "row 1", "before the call was issued")),
+        (CALLS_MF, changed("work", -0.5), ("calls.parquet", "'work'", "row 1")),
+        (CALLS_MF, changed("work", 1.2), ("calls.parquet", "'finished'", "row 1", "sooner than its own work")),
+        (CALLS_MF, changed("started", -3.0), ("calls.parquet", "'started'", "row 1")),
+        (CALLS_MF, changed("ended", 0.5), ("calls.parquet", "'ended'", "row 1", "before the call's work started")),
+        ({**CALLS_MF, "window": [-10, -5]}, pd.DataFrame(THREE), ("manifest.json", "window", "before the run")),
+        ({**CALLS_MF, "window": [5, 6]}, pd.DataFrame(THREE), ("manifest.json", "holds no call issued in it")),
+        ({**CALLS_MF, "window": [0, 1.5]}, pd.DataFrame(THREE), ("manifest.json", "not its experiment's")),
+    ],
+    ids=[
+        "nan-issued",
+        "negative-issued",
+        "finished-before-issued",
+        "negative-work",
+        "back-before-its-work",
+        "negative-started",
+        "ended-before-started",
+        "window-before-the-run",
+        "window-without-calls",
+        "window-not-the-experiments",
+    ],
+)
+def test_a_trace_that_cannot_be_right_exits_2_naming_the_file_column_and_row(tmp_path, capsys, manifest, table, names):
+    path = write_bad(tmp_path / "t", manifest, table)
+    assert fit_main([str(path), "--quick", "--seeds", "1", "--jobs", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    for name in names:
+        assert name in err, err
+
+
+def starts_trace(path: Path, total: list[float]) -> Path:
+    mf = {**GOOD, "kind": "starts", "what": "coldstart", "scenario": {"preset": "coldstart-torch"}}
+    return trace.write(path, mf, pd.DataFrame({"t": np.arange(float(len(total))), "total": total}))
+
+
+def test_starts_that_all_took_the_same_time_give_a_constant_that_run_loads(tmp_path):
+    out = tmp_path / "cold.toml"
+    assert fit_main([str(starts_trace(tmp_path / "starts", [3.0] * 50)), "--out", str(out)]) == 0
+    assert 'cold_start = "constant(3)"' in out.read_text()  # not lognormal(3, 0), which run rejects
+    assert load_scenario("loadtest-spawn", [], [str(out)]).autoscaler.cold_start.mean == 3.0
+
+
+@pytest.mark.parametrize(
+    "total",
+    [[1e-300, 1e300] * 25, [1e308] * 50, list(np.geomspace(1e-100, 1e100, 50))],
+    ids=["a-sigma-that-overflows", "huge-and-alike", "a-hundred-decades"],
+)
+def test_starts_whose_fit_run_would_refuse_exit_2_and_write_nothing(tmp_path, capsys, total):
+    out = tmp_path / "cold.toml"
+    assert fit_main([str(starts_trace(tmp_path / "starts", total)), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "starts.parquet" in err and "'total'" in err, err
+    assert not out.exists()
+
+
+def test_a_start_or_a_sandbox_out_of_order_exits_2_naming_the_column(tmp_path, capsys):
+    t = starts_trace(tmp_path / "starts", [2.0, 3.0])
+    pd.DataFrame({"t": [0.0, -1.0], "total": [2.0, 3.0]}).to_parquet(t / "starts.parquet")
+    assert fit_main([str(t)]) == 2
+    mf = {**GOOD, "kind": "sandboxes", "what": "sandboxes", "scenario": {"preset": "sandboxes-v2"}}
+    rows = {"requested": [0.0, 1.0], "placed": [0.5, 0.5], "running": [1.0, 2.0]}
+    s = trace.write(tmp_path / "sb", mf, pd.DataFrame(rows))
+    assert fit_main([str(s), "--seeds", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "'t', row 1" in err[0] and "'placed', row 1" in err[1] and "before the sandbox was requested" in err[1]
+
+
+def test_a_parameter_file_run_would_reject_is_never_written(tmp_path):
+    from calibration.report import write_settings
+    from sim.scenario import ScenarioError
+
+    out = tmp_path / "p.toml"
+    with pytest.raises(ScenarioError, match=r"p\.toml: not written.*cold_start"):
+        write_settings(out, ["autoscaler.cold_start=lognormal(3, 0)"], ["a zero-spread fit"], "loadtest-spawn")
+    assert not out.exists() and list(tmp_path.iterdir()) == []  # nor the file it was checked as
+    write_settings(out, ["autoscaler.cold_start=constant(3)"], ["a constant"], "loadtest-spawn")
+    assert load_scenario("loadtest-spawn", [], [str(out)]).autoscaler.cold_start.mean == 3.0
