@@ -48,6 +48,23 @@ def test_bursts_and_the_ideal_rate_is_the_shapes_mean():
     assert inside / len(t) == pytest.approx(0.4 / 1.3, abs=0.03)  # 10% of the time at 4×
 
 
+@pytest.mark.parametrize(
+    "text", ["steps(7, 2, 0.5, 3)", "bursts(10, 1, 1e6)", "bursts(3.3, 0.001, 50)", "sine(60, 0.9)"]
+)
+@pytest.mark.parametrize("offset", [0.0, 4.5, 1234.567])
+def test_a_shapes_mean_is_its_integral_exactly_however_narrow_its_bursts(text, offset):
+    # a grid of 10,000 points aliased narrow bursts: bursts(10, 1, 1e6) over mmc's window came out negative
+    shape = parse_shape(text)
+    shape = type(shape)(shape.kind, shape.args, offset)
+    for d in (0.5, 33.3):  # against a grid fine enough for the narrowest burst (spacing 1e-4 s at most)
+        t = (np.arange(400_000) + 0.5) * d / 400_000
+        brute = float(np.mean(np.vectorize(shape.factor)(t)))
+        assert shape.mean(d) == pytest.approx(brute, rel=0.01), (d, brute)
+    a = shape.args
+    long_run = {"steps": a[-1], "bursts": 1 + (a[-1] - 1) * a[1] / a[0], "sine": 1.0}[shape.kind]
+    assert shape.mean(1e6) == pytest.approx(long_run, rel=1e-3)  # over a million seconds: whole periods
+
+
 def test_daily_shape_follows_domain_section_7():
     s = parse_shape("daily(0.3, 0.2)")
     hours = [s.factor(h * 3600) for h in range(24)]

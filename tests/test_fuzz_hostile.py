@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import HealthCheck, Phase, event, example, given, settings
 from hypothesis import strategies as st
 
 from calibration import fit as fit_cmd
@@ -35,14 +35,11 @@ from experiments import whatif as whatif_cmd
 from experiments.cli import BUDGET_ENV
 
 FUZZ_EXAMPLES = int(os.environ.get("SCALESIM_FUZZ_EXAMPLES", "150"))
-EXAMPLES = max(10, FUZZ_EXAMPLES // 5)
+EXAMPLES = max(5, FUZZ_EXAMPLES // 10)  # 15 per property in the suite's default run, 200 at 2,000
 TIME_BOUND_S = 10  # the bound: any of these inputs ends within 10 s
 MEMORY_BOUND = 2 * 1024**3  # and under 2 GiB
 FUZZ_BUDGET = "0.001"  # the run-size budget of the in-process examples (tests/test_fuzz.py's)
 ROOT = Path(__file__).resolve().parent.parent
-# Opt-in for now: at 150 examples the file took 13.5 min on a loaded 2-core machine, past the suite's budget;
-# SCALESIM_HOSTILE=1 runs it (all six properties passed at 150 examples).
-pytestmark = pytest.mark.skipif(not os.environ.get("SCALESIM_HOSTILE"), reason="opt-in: SCALESIM_HOSTILE=1")
 
 HOSTILE = settings(
     max_examples=EXAMPLES,
@@ -342,8 +339,11 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BOUND + 2 * 1024**3, resource.RLIM_INFINITY))  # + the interpreter
 
 
-@settings(HOSTILE, max_examples=max(5, FUZZ_EXAMPLES // 15))
+@settings(HOSTILE, max_examples=max(3, FUZZ_EXAMPLES // 30))
 @given(argv=storm_lines())
+@example(  # found at 2,000: a grid mean aliased the narrow bursts into a negative count of arrivals (OverflowError)
+    argv=["mmc", "--set", "arrivals.rate=0.01", "--set", "arrivals.shape=bursts(10, 1, 1e6)", "--json"]
+)
 def test_a_retry_storm_or_a_burst_ends_within_bounds_exit_0_or_2(argv) -> None:
     env = {k: v for k, v in os.environ.items() if k != BUDGET_ENV}  # the default budget: what a user gets
     cmd = [sys.executable, "-m", "experiments.run", *argv]

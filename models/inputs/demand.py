@@ -79,11 +79,25 @@ class Shape:
         return 1.0
 
     def mean(self, duration: float, grid: int = MEAN_GRID) -> float:
-        """The shape's mean over [0, duration) of the run (numerically, on a fine grid)."""
+        """The shape's mean over [0, duration) of the run: exact for steady, steps, bursts and sine (``_integral``;
+        a grid would alias a burst narrower than its spacing), numerically on a fine grid for daily."""
         if self.kind == "steady":
             return 1.0
+        if self.kind != "daily":
+            return (self._integral(self.offset + duration) - self._integral(self.offset)) / duration
         t = (np.arange(grid) + 0.5) * duration / grid
         return float(np.mean([self.factor(x) for x in t]))
+
+    def _integral(self, x: float) -> float:
+        """The factor's integral over the shape's own time [0, x) (steps, bursts, sine)."""
+        a = self.args
+        if self.kind == "steps":
+            full = min(int(x // a[0]), len(a) - 2)  # steps passed whole; the last holds after
+            return a[0] * sum(a[1 : 1 + full]) + (x - full * a[0]) * a[1 + full]
+        if self.kind == "bursts":
+            periods, into = divmod(x, a[0])
+            return x + (a[2] - 1.0) * (periods * a[1] + min(into, a[1]))
+        return x - a[1] * a[0] / (2 * math.pi) * (math.cos(2 * math.pi * x / a[0]) - 1.0)  # sine
 
     def period(self) -> float:
         """The time after which the shape repeats (steps: the steps' length, the last held after)."""

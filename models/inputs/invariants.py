@@ -182,7 +182,7 @@ def window_error(sc: Scenario) -> str | None:
         if not expected >= FEWEST:
             return (
                 f"duration_s: the window [{w:.4g}, {d:.4g}) s expects {expected:.3g} arrivals: "
-                f"{math.exp(-expected):.0%} of runs would see none, and calls/s and the latency percentiles measure "
+                f"{math.exp(-max(expected, 0.0)):.0%} of runs would see none, and calls/s and the latency percentiles measure "
                 "nothing; lengthen the window or raise the rate"
             )
     c = sc.clients
