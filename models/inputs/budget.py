@@ -6,7 +6,7 @@ drawn: every minute that starts within the run, whole; plus the calls in flight 
 as calls without being calls: the extra candidates a varying arrival rate draws and thins (a quarter of a call
 each), the app copies to build (``COPY_CALLS`` each) and the containers its pools hold (``CONTAINER_CALLS`` each:
 every decision looks at them). The events it may process: ``EVENTS_PER_CALL`` per call of that size, plus each
-call in flight's retries (``RETRY_EVENTS``, with ``clients.retry = "backoff"`` or ``.map``) and every scaling
+call in flight's retries (``RETRY_EVENTS``, with a ``clients.retry`` policy or ``.map``) and every scaling
 decision an autoscaled pool could make (one per ``autoscaler.interval_s``). The memory: what the calls in flight at
 once, the app copies and the containers hold.
 """
@@ -53,7 +53,7 @@ def estimate(sc: Scenario) -> Estimate:
     )
     horizon = sc.duration_s + sc.drain_s
     events = {"calls": (EVENTS_PER_CALL * Estimate.total(size), "make the run smaller")}
-    if sc.clients.retry == "backoff" or (closed and sc.clients.api == "map"):
+    if sc.clients.retry != "none" or (closed and sc.clients.api == "map"):
         in_flight = at_start if closed else sc.arrivals.rate * sc.work.mean if sc.load == "arrivals" else 0.0
         events["retries"] = (RETRY_EVENTS * in_flight, "fewer calls in flight")
     if not (sc.approach != "server" and sc.function.containers):  # autoscaled: a decision per interval at most

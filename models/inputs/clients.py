@@ -15,7 +15,12 @@ A rejected single call is handled by the client's retry policy (modal 1.6.4 clie
 - ``none``: a single ``.remote``/``.spawn`` raises; the load test's task for that call ends (as an unhandled
   exception ends an asyncio task), so the client keeps one call fewer in flight;
 - ``backoff``: the call is retried after min(backoff_max_s, backoff_base_s · 2^attempt), jittered by
-  uniform(0.5, 1), forever (the harness's own policy; ``.map``'s is models/inputs/mapcall.py's).
+  uniform(0.5, 1), forever (the harness's own policy; ``.map``'s is models/inputs/mapcall.py's);
+- ``exponential``: the same delays without the jitter (every caller rejected together retries together);
+- ``fixed``: after ``retry_delay_s``; ``random``: after an exponential time of mean ``retry_delay_s`` (the
+  classical retrial queue's orbit, Falin and Templeton 1997); ``immediate``: at once (at the clock's next tick).
+With ``max_attempts`` > 0 a call rejected on its last try fails (kind as rejected) instead of retrying again. These
+are the policies users write around a call (assumptions); a retry storm they cause is stopped by the run budget.
 For the server approach the client owns an HTTP connection pool of ``connection_limit`` connections instead.
 
 On the Function path a call reaches the Function's accept ``overhead.submit`` after it is issued (models/inputs/
@@ -24,6 +29,7 @@ overhead.py; a leg of 0: at once, no event); the client learns of a rejection wh
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,7 +38,7 @@ from typing import Literal, Protocol
 from models.inputs.mapcall import MapCalls
 from models.inputs.overhead import OverheadParams, is_zero, leg
 from models.inputs.records import CallLog
-from sim.dists import Dist, Uniform
+from sim.dists import Dist, Exponential, Uniform
 from sim.engine import Sim
 from sim.rng import PerClient, Streams
 from sim.scenario import param
@@ -42,9 +48,20 @@ from sim.scenario import param
 class ClientParams:
     count: int = param(8, ge=1, le=1_000_000, source="reference load test: 8 clients (domain.md §1)")
     in_flight: int = param(1000, ge=1, source="reference load test: 1,000 calls in flight per client")
-    retry: Literal["none", "backoff"] = param("none", source="modal 1.6.4: a single .remote/.spawn does not retry")
+    retry: Literal["none", "backoff", "exponential", "fixed", "random", "immediate"] = param(
+        "none",
+        source="modal 1.6.4: a single .remote/.spawn does not retry; the others are the policies callers write "
+        "(assumption: what a user's own retry loop does)",
+        doc="what a caller does with a rejected call (module docstring): none, backoff (exponential, jittered), "
+        "exponential (no jitter), fixed (retry_delay_s), random (exponential times of mean retry_delay_s: the "
+        "retrial queue's), immediate (at once)",
+    )
     backoff_base_s: float = param(0.5, gt=0, source="assumption: first retry delay of the test's HTTP client")
     backoff_max_s: float = param(15.0, gt=0, source="modal 1.6.4 .map: at most 15 s between tries")
+    retry_delay_s: float = param(1.0, gt=0, source="assumption", doc="fixed: the delay; random: its mean")
+    max_attempts: int = param(
+        0, ge=0, le=1_000_000, source="assumption", doc="give up after this many tries of a call (0: never)"
+    )
     reissue: bool = param(
         True,
         doc="false: the calls in flight at the start are made once and not followed by others (N spawned or mapped "
@@ -118,12 +135,19 @@ class Load:
         self._copies, self._first = 1, 0  # client i calls targets[i mod copies − first] (``route``)
         self.outstanding = 0  # inputs issued and not yet back: the run ends when none are, after the duration
         self.drained_at: float | None = None  # when the load stopped the clock: nothing in flight, nothing to come
-        self._backoff = cp.retry == "backoff"
+        self._backoff = cp.retry != "none"  # retried at all (the delay: ``_rejected``)
+        self._jittered = cp.retry == "backoff"
+        self._max_attempts = cp.max_attempts or None
         # the backoff after try k + 1, min(backoff_max_s, backoff_base_s · 2^min(k, 1000)), until it is the same for
         # every try after (the exponent capped: 2 ** 1,100 would not fit a float); the last holds for the rest
         self._delays = [min(cp.backoff_max_s, cp.backoff_base_s * 2.0 ** min(k, 1000)) for k in range(1001)]
         while len(self._delays) > 1 and self._delays[-2] == cp.backoff_max_s:
             self._delays.pop()
+        if cp.retry in ("fixed", "immediate"):
+            # immediate: the clock's resolution at the run's end, so a retry is a later event, never the same instant
+            tick = max(1e-9, math.ulp(sc.duration_s + sc.drain_s) * 4)
+            self._delays = [cp.retry_delay_s if cp.retry == "fixed" else tick]
+        self._random = PerClient(streams, "retry", Exponential(cp.retry_delay_s)) if cp.retry == "random" else None
         self._call_at = sim.call_at
         self._send_cb = self._send  # one bound method for every retry's entry, not one each
         self.rejections: dict[str, int] = {}  # every rejected attempt, retried or not, by kind
@@ -224,13 +248,16 @@ class Load:
 
     def _rejected(self, call: int, kind: str) -> None:
         self.rejections[kind] = self.rejections.get(kind, 0) + 1
-        if self._backoff:
-            attempts = self.log.attempts
-            attempt = attempts.get(call, 1)
-            attempts[call] = attempt + 1
-            delays = self._delays
-            delay = delays[attempt - 1] if attempt <= len(delays) else delays[-1]
-            delay *= self._jitter[self._client[call]]()
+        attempt = self.log.attempts.get(call, 1)
+        if self._backoff and (self._max_attempts is None or attempt < self._max_attempts):
+            self.log.attempts[call] = attempt + 1
+            if self._random is not None:
+                delay = self._random[self._client[call]]()
+            else:
+                delays = self._delays
+                delay = delays[attempt - 1] if attempt <= len(delays) else delays[-1]
+                if self._jittered:
+                    delay *= self._jitter[self._client[call]]()
             self.lost[kind] = self.lost.get(kind, 0.0) + self._windowed(delay)
             self._call_at(self.env._now + delay, self._send_cb, call)  # call_in, without its check: delay > 0
         else:

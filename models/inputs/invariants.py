@@ -151,8 +151,9 @@ def window_error(sc: Scenario) -> str | None:
       in flight ÷ the window whatever the system does (8,000 calls ÷ 1e-12 s);
     - an open loop's window must expect ``FEWEST`` arrivals or more (its mean rate × the window's length:
       fewer, and 99% of its runs see none);
-    - a retried call must be retried within the run: with ``clients.retry = "backoff"``, the least first delay
-      (backoff_base_s × 0.5, the jitter's least) shorter than ``duration_s + drain_s``."""
+    - a retried call must be retried within the run: the least first delay (``backoff``: backoff_base_s × 0.5, the
+      jitter's least; ``exponential``: backoff_base_s; ``fixed``: retry_delay_s) shorter than ``duration_s +
+      drain_s``."""
     run = sc.duration_s + sc.drain_s
     legs = least_added(sc)
     shortest = sc.work.low + legs
@@ -182,13 +183,16 @@ def window_error(sc: Scenario) -> str | None:
         if not expected >= FEWEST:
             return (
                 f"duration_s: the window [{w:.4g}, {d:.4g}) s expects {expected:.3g} arrivals: "
-                f"{math.exp(-max(expected, 0.0)):.0%} of runs would see none, and calls/s and the latency percentiles measure "
-                "nothing; lengthen the window or raise the rate"
+                f"{math.exp(-max(expected, 0.0)):.0%} of runs would see none, and calls/s and the latency "
+                "percentiles measure nothing; lengthen the window or raise the rate"
             )
     c = sc.clients
-    if c.retry == "backoff" and c.api == "single" and 0.5 * c.backoff_base_s >= run:
+    first = {"backoff": ("backoff_base_s", 0.5 * c.backoff_base_s), "exponential": ("backoff_base_s", c.backoff_base_s)}
+    first["fixed"] = ("retry_delay_s", c.retry_delay_s)
+    if c.retry in first and c.api == "single" and first[c.retry][1] >= run:
+        key, delay = first[c.retry]
         return (
-            f"clients.backoff_base_s: a first retry {0.5 * c.backoff_base_s:.4g} s or more after a rejection is past "
+            f"clients.{key}: a first retry {delay:.4g} s or more after a rejection is past "
             f"the run (duration_s + drain_s = {run:.4g} s): no rejected call would be retried"
         )
     return None
