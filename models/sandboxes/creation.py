@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from models.sandboxes import budget, invariants
+from models.sandboxes import budget, faults, invariants
 from models.sandboxes.fleet import BenchmarkClientParams, Fleet, FleetParams, Meter, SandboxParams, capacity_error
 from models.sandboxes.planes import PLANES, ControlPlane
 from models.sandboxes.shortcuts import SHAPES
@@ -85,9 +85,12 @@ class _SandboxScenario(Described):
     client: BenchmarkClientParams = section(BenchmarkClientParams)
     fleet: FleetParams = section(FleetParams)
     envelope: EnvelopeParams = section(EnvelopeParams)
+    faults: faults.FaultParams = section(faults.FaultParams)
 
     def __post_init__(self) -> None:
-        why = capacity_error(self.fleet, self.sandboxes)
+        why = capacity_error(self.fleet, self.sandboxes) or faults.error(
+            self.faults, self.control_plane, self.fleet.workers
+        )
         if why:
             raise ValueError(why)
 
@@ -121,6 +124,13 @@ class Creation:
         self.span_end: tuple[float, dict[str, float]] | None = None
         self._returns: list[float] = []  # a heap: when each create call still out returns (placed ones)
         self.full = False  # the run ended because the fleet was full for good (module docstring)
+        self.lost = 0  # sandboxes gone with their workers (faults.worker_death, policy lost)
+        self.restarted = 0  # sandboxes created again after their workers died (policy restart)
+        self.worker: array | None = None  # the worker of each placed sandbox (only with faults.worker_death)
+        fp = sc.faults
+        if faults.on(fp, "worker_death"):
+            self.worker = array("l", [-1]) * n
+            sim.call_at(fp.worker_death_at_s, self._workers_die, None)
 
     def reading(self, at: float | None = None) -> tuple[float, dict[str, float]]:
         """``at`` (default now), and the busy time of every resource by then (after the run's end: the service
@@ -172,6 +182,11 @@ class Creation:
         self.placed[sandbox] = returns
         heapq.heappush(self._returns, returns)  # the client counts it outstanding until then
         accepted = self.sim.env._now if accepted is None else accepted
+        if self.worker is not None:
+            if self.fleet.dead is not None and self.fleet.dead[worker]:  # accepted, then its worker died (kubernetes)
+                self._gone([sandbox], redo=False)
+                return
+            self.worker[sandbox] = worker
         running = self.running[sandbox] = self.fleet.start(worker, starts, accepted)
         placements = self.placements = self.placements + 1
         if running > self.last_running:
@@ -181,7 +196,7 @@ class Creation:
             self.sim.call_at(running + sp.lifetime_s, self._finished, (sandbox, worker))
         if placements == sp.count:  # all placed: the span ends when the last runs (and the run, if none leave)
             self.sim.call_at(self.last_running, self._end, "stop" if sp.lifetime_s == 0 else "")
-        elif sp.lifetime_s == 0 and placements == self.fleet.total:
+        elif sp.lifetime_s == 0 and placements - self.lost == self.fleet.total:
             # the fleet is full and nothing will ever leave it (fleet.allow_overload): every create still out
             # would be rejected for good, so the run ends now (no retry storm while the last starts finish); the
             # sandboxes placed will run at their computed times, and count as created
@@ -196,6 +211,8 @@ class Creation:
     def _end(self, why: str) -> None:
         """The span ends (the last sandbox placed is running); ``why``: "stop" (all created), "full" (the fleet is
         full for good) or "" (sandboxes come and go until the horizon)."""
+        if why == "stop" and self.placements < self.sc.sandboxes.count:  # a worker died since: restarts still to come
+            return
         self.full = why == "full"
         # full: the sandboxes placed count as created, so the span runs until the last of them is running
         self.span_end = self.reading(self.last_running if self.full else None)
@@ -213,8 +230,57 @@ class Creation:
 
     def _finished(self, arg: tuple[int, int]) -> None:
         sandbox, worker = arg
+        if self.fleet.dead is not None and self.fleet.dead[worker]:  # it went with its worker (faults.worker_death)
+            return
         self.fleet.release(worker)
         self.cp.finished(sandbox)
+
+    # --- faults.worker_death (models/sandboxes/faults.py) ----------------------------------------------------------
+    def _workers_die(self, _arg: None) -> None:
+        fp, now = self.sc.faults, self.sim.env._now
+        dead = range(fp.worker_death_workers)
+        self.fleet.kill(dead)
+        worker = np.asarray(self.worker)
+        running = np.asarray(self.running)
+        on = (worker >= 0) & (worker < fp.worker_death_workers) & ~np.isnan(running)
+        if self.sc.sandboxes.lifetime_s > 0:  # those that finished before now had left their worker
+            on &= running + self.sc.sandboxes.lifetime_s > now
+        self._gone(np.flatnonzero(on).tolist(), redo=True)
+
+    def _gone(self, sandboxes: list[int], redo: bool) -> None:
+        """Sandboxes whose worker died: lost, or (``restart``) created again after the detection delay; ``redo``:
+        they were counted placed (a placement after the death was not)."""
+        if not sandboxes:
+            return
+        for sb in sandboxes:
+            self.running[sb] = NAN
+            self.worker[sb] = -1
+        if self.sc.faults.worker_death_policy == "lost":
+            self.lost += len(sandboxes)
+            if not redo:
+                self._count_placement()
+            elif self.placements - self.lost == self.fleet.total and self.sc.sandboxes.lifetime_s == 0:
+                self._end("full")
+            return
+        self.restarted += len(sandboxes)
+        self.cp.retries += len(sandboxes)
+        if redo:
+            self.placements -= len(sandboxes)  # placed again later
+        self.sim.call_in(self.sc.faults.worker_death_detect_s, self._recreate, sandboxes)
+
+    def _recreate(self, sandboxes: list[int]) -> None:
+        for sb in sandboxes:
+            self.cp.submit(sb)
+
+    def _count_placement(self) -> None:
+        """A placement that ends where it was accepted (lost with its worker): the burst's end checks as in
+        ``placed_at``."""
+        placements = self.placements = self.placements + 1
+        sp = self.sc.sandboxes
+        if placements == sp.count:
+            self.sim.call_at(max(self.last_running, self.sim.env._now), self._end, "stop" if sp.lifetime_s == 0 else "")
+        elif sp.lifetime_s == 0 and placements - self.lost == self.fleet.total:
+            self._end("full")
 
 
 def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None, records: bool = False, jobs: int = 1) -> dict:
@@ -316,6 +382,11 @@ def summarize(creation: Creation, sc: SandboxScenario, cp: ControlPlane, fleet: 
         "worker_slots_filled": fleet.in_use_peak / (fleet.slots * sc.fleet.workers),
         "worker_slots_in_use_max": fleet.in_use_max,
         **cp.extra_metrics(),
+        **(
+            faults.measure(sc.faults, req, running, sc.sandboxes.count, creation.lost, creation.restarted)
+            if faults.any_on(sc.faults)
+            else {}
+        ),
     }
 
 
@@ -365,6 +436,7 @@ def metrics(sc: SandboxScenario) -> Metrics:
     return (
         SUMMARY.with_keys("utilization", resources)
         + plane.METRICS
+        + (faults.METRICS if faults.any_on(sc.faults) else Metrics())
         + Metrics(RUN["events"], RUN["sim_time_s"], RUN["wall_s"], RUN["shortcuts_used"], RUN["extrapolated"])
     )
 

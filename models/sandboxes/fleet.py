@@ -147,6 +147,7 @@ class Servers:
         self._free = [(0.0, 0.0)] * c
         self.busy = 0.0  # server-seconds of service booked, including service still to come
         self._done = 0.0  # server-seconds of the runs before each server's current one (all ended by now)
+        self.pause: tuple[float, float] | None = None  # no service starts in (start, end): faults.py
 
     def done_at(self, service: float) -> float:
         now = self.sim.env._now
@@ -154,6 +155,14 @@ class Servers:
         if free <= now:  # the server is idle: its run has ended, a new one begins now
             self._done += free - began
             free = began = now
+        if self.pause is not None:
+            # a fault (a failover, an election): no service starts in [a, e), and one in service at a is aborted and
+            # served again from e; the run of service before the pause ends there (the readings the run takes, at
+            # its span's start and end, are before the first booking and after the last service)
+            a, e = self.pause
+            if free < e and free + service > a:
+                self._done += free - began
+                free = began = e
         end = free + service
         heapq.heapreplace(self._free, (end, began))
         self.busy += service
@@ -300,6 +309,19 @@ class Fleet:
         self.in_use = 0  # slots in use over the whole fleet
         self.in_use_peak = 0  # the most slots in use over the whole fleet at once
         self.in_use_max = 0  # the most slots in use on one worker at once (never above ``slots``)
+        self.dead: list[bool] | None = None  # which workers died (faults.worker_death; None: none did)
+
+    def kill(self, workers: range) -> None:
+        """Workers die (models/sandboxes/faults.py): their slots leave the fleet for good; each looks full from now on
+        (so no placement is accepted there, and a publish shows it full). The caller handles their sandboxes."""
+        if self.dead is None:
+            self.dead = [False] * self.fp.workers
+        for w in workers:
+            if not self.dead[w]:
+                self.dead[w] = True
+                self.in_use -= self.used[w]
+                self.used[w] = self.slots
+                self.total -= self.slots
 
     def try_accept(self, worker: int) -> bool:
         """The worker's own check: accept if it has a free slot."""
@@ -324,5 +346,7 @@ class Fleet:
         return released + self._start()
 
     def release(self, worker: int) -> None:
+        if self.dead is not None and self.dead[worker]:  # its sandbox went with it (faults.worker_death)
+            return
         self.used[worker] -= 1
         self.in_use -= 1

@@ -3,7 +3,8 @@ a bug in the model, not a result, and ends the run with ``InvariantViolated`` (e
 rule; models/inputs/invariants.py is the load tests' counterpart).
 
 - Counts: created ≤ issued ≤ requested, and with sandboxes that never leave (``sandboxes.lifetime_s`` 0) created ≤
-  the fleet's slots; retries and rejections are not negative.
+  the fleet's slots; retries and rejections are not negative. Under a fault (models/sandboxes/faults.py): created +
+  lost ≤ issued, 0 ≤ delayed ≤ created, restarted ≥ 0.
 - The span covers every created sandbox's request and start, so the creation rate is at most created ÷ makespan.
 - Shares are shares: each resource's utilization in [0, 1] (busy time in the span over the most it can be busy;
   never -0.0, a negative residue rounded), ``worker_slots_filled`` in [0, 1], and no worker above its slots.
@@ -25,6 +26,14 @@ def violations(sc: Any, metrics: dict, slots: int) -> list[str]:
     created, issued, requested = m["sandboxes_created"], m["sandboxes_issued"], m["sandboxes_requested"]
     if not 0 <= created <= issued <= requested:
         found.append(f"sandboxes created {created:,}, issued {issued:,}, requested {requested:,}: not in that order")
+    lost = m.get("sandboxes_lost", 0)
+    if lost < 0 or created + lost > issued:
+        found.append(f"sandboxes created {created:,} + lost {lost:,} > issued {issued:,}")
+    delayed = m.get("sandboxes_delayed", 0)
+    if not 0 <= delayed <= created:
+        found.append(f"sandboxes delayed {delayed:,} not within [0, created {created:,}]")
+    if m.get("sandboxes_restarted", 0) < 0:
+        found.append(f"sandboxes restarted {m['sandboxes_restarted']:,} below 0")
     total = slots * sc.fleet.workers
     if sc.sandboxes.lifetime_s == 0 and created > total:
         found.append(f"sandboxes created {created:,} > the fleet's {total:,} slots, with none leaving")

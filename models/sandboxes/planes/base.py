@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Protocol
 
+from models.sandboxes.faults import FaultParams
 from models.sandboxes.fleet import BenchmarkClientParams, Fleet, FleetParams, Meter
 from sim.engine import Sim
 from sim.metrics import Metrics
@@ -30,6 +31,8 @@ class Scenario(Protocol):
     def client(self) -> BenchmarkClientParams: ...
     @property
     def fleet(self) -> FleetParams: ...
+    @property
+    def faults(self) -> FaultParams: ...
 
 
 class Client(Protocol):

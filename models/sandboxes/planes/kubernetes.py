@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from models.sandboxes import faults
 from models.sandboxes.fleet import Fleet, Meter, Server, Servers
 from models.sandboxes.placement import least_of, worker_draws
 from models.sandboxes.planes.base import Client, ControlPlane, Scenario
@@ -147,6 +148,7 @@ class Kubernetes(ControlPlane):
         self.nodes = sc.fleet.workers
         self.apiserver = InFlight(sim, p.apiserver_mutating_inflight)
         self.etcd = Servers(sim, p.etcd_clients)
+        self.etcd.pause = faults.down(sc.faults, "etcd_election")  # no write commits then (faults.py)
         self.etcd_service = p.etcd_clients / p.etcd_writes_per_s  # so that at most etcd_writes_per_s go through
         pct = max(5.0, 50.0 - self.nodes / 125.0)
         self.nodes_scored = min(self.nodes, max(100, int(self.nodes * pct / 100)))

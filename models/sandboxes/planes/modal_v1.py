@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from models.sandboxes import faults
 from models.sandboxes.fleet import Fleet, Meter, Servers
 from models.sandboxes.placement import least_of, worker_draws
 from models.sandboxes.planes.base import Client, ControlPlane, Scenario
@@ -60,6 +61,7 @@ class ModalV1(ControlPlane):
         super().__init__(sim, sc, streams, fleet, creation)
         p = self.p
         self.db = Servers(sim, p.connections)
+        self.db.pause = faults.down(sc.faults, "postgres_failover")  # no transaction starts then (faults.py)
         self.txn_s = p.connections / p.tps  # per-connection service time: at most tps transactions per second
         self._draw = worker_draws(streams.get("placement"), sc.fleet.workers)
         self._conflict = streams.get("conflicts")

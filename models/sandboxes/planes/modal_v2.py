@@ -20,7 +20,10 @@ Two shortcuts (models/sandboxes/shortcuts.py, each off with ``shortcuts = "all,-
 share one event (``same_instant_placements``), and the worker's accept is computed at the placement, a hop early
 (``accept_at_placement``); both give the general path's numbers to the bit (tests/test_sandbox_shortcuts.py).
 
-Left out: scheduler failures, regions and worker types, the load balancer's own cost.
+Faults (models/sandboxes/faults.py): ``scheduler_down`` (scheduler 0 dies for a while; creates routed to it time out
+and are retried through the load balancer), ``stream_stall`` (no worker state delivered for a while).
+
+Left out: the load balancer's health checks, regions and worker types, the load balancer's own cost.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Literal
 
 import numpy as np
 
+from models.sandboxes import faults
 from models.sandboxes.fleet import Fleet, Group, Meter, Server, Servers
 from models.sandboxes.placement import worker_draws
 from models.sandboxes.planes.base import Client, ControlPlane, Scenario
@@ -120,6 +124,11 @@ class ModalV2(ControlPlane):
         # placements made before the last publish ran (None: every accept is an event of its own)
         self._early: deque[tuple[float, int, int]] | None = deque() if "accept_at_placement" in sim.shortcuts else None
         self._mark = 0
+        self._down = faults.down(sc.faults, "scheduler_down")  # (start, end) of scheduler 0's outage, or None
+        self._stall = faults.down(sc.faults, "stream_stall")  # (start, end) of the stream's stall, or None
+        self.detect_s = sc.faults.scheduler_down_detect_s
+        if self._down is not None:
+            sim.call_at(self._down[1], self._restart, None)
         sim.call_in(0.0, self._publish)
 
     # --- the create path -------------------------------------------------------------------------------------
@@ -136,6 +145,19 @@ class ModalV2(ControlPlane):
         # everything is the same as with one event each.
         lb, servers, call_at = self._lb, self.servers, self.sim.call_at
         cpu, delay = self.p.cpu_s, self.hop + self.p.request_s
+        if self._down is not None:  # faults.scheduler_down: scheduler 0 takes no request in [a, e)
+            a, e = self._down
+            now = self.sim.env._now
+            if a <= now + self.hop < e:
+                place, retry = self._place, self._retry
+                for sandbox in sandboxes:
+                    k = next(lb)
+                    if k == 0:  # no answer: the client's deadline passes and it sends the create again
+                        self.retries += 1
+                        call_at(now + self.detect_s, retry, sandbox)
+                    else:
+                        call_at(servers[k].done_at(cpu) + delay, place, (sandbox, k))
+                return
         if "same_instant_placements" not in self.sim.shortcuts:
             place = self._place
             for sandbox in sandboxes:
@@ -165,6 +187,12 @@ class ModalV2(ControlPlane):
 
     def _place(self, arg: tuple[int, int]) -> None:
         sandbox, k = arg
+        if k == 0 and self._down is not None and self._down[0] <= self.sim.env._now < self._down[1]:
+            # in scheduler 0's queue when it died: lost with it; the client retries once its deadline passes (at the
+            # latest its deadline after the death)
+            self.retries += 1
+            self.sim.call_at(max(self.sim.env._now, self._down[0] + self.detect_s), self._retry, sandbox)
+            return
         worker = self._pick(k)
         group = self.own[k][worker % self.phases]
         group[worker] = group.get(worker, 0) + 1
@@ -263,7 +291,14 @@ class ModalV2(ControlPlane):
         self.sim.call_in(lag, self._deliver, (group, snapshot))
         self.sim.call_in(p.publish_interval_s / p.publish_phases, self._publish)
 
+    def _restart(self, _arg: None) -> None:
+        """Scheduler 0 is back (faults.scheduler_down), its memory of its own placements lost."""
+        self.own[0] = [{} for _ in range(self.phases)]
+
     def _deliver(self, arg: tuple[int, list[int]]) -> None:
+        if self._stall is not None and self._stall[0] <= self.sim.env._now < self._stall[1]:
+            self.sim.call_at(self._stall[1], self._deliver, arg)  # faults.stream_stall: held until the stream resumes
+            return
         group, snapshot = arg
         phases = self.p.publish_phases
         self.visible[group::phases] = snapshot

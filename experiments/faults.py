@@ -1,0 +1,130 @@
+"""The control-plane fault table: v1, v2 and Kubernetes under each fault that applies to them, at each scale
+(models/sandboxes/faults.py; domain.md §2's claim that v2 has "no single point of failure").
+
+``python -m experiments.faults [--counts 100000,1000000] [--length 5] [--dead 1000] [--seed 0] [--out FILE.md]``
+
+For each preset (sandboxes-v1, sandboxes-v2, sandboxes-k8s) and each ``sandboxes.count``, a run without faults gives
+the makespan; each fault then begins at the middle of that makespan and lasts ``--length`` seconds (a worker death
+kills ``--dead`` workers there, their sandboxes lost). v2's scheduler outage is run with the preset's 32 schedulers
+and with one. The table prints in Markdown (and to ``--out``); every run is the preset's, so one command reproduces it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from experiments.cli import load_scenario, run_scenario
+
+PRESETS = {"modal-v1": "sandboxes-v1", "modal-v2": "sandboxes-v2", "kubernetes": "sandboxes-k8s"}
+FAULTS = {
+    "modal-v1": [("postgres_failover", ()), ("worker_death", ())],
+    "modal-v2": [
+        ("scheduler_down", ()),
+        ("scheduler_down", ("scheduler.count=1",)),
+        ("stream_stall", ()),
+        ("worker_death", ()),
+    ],
+    "kubernetes": [("etcd_election", ()), ("worker_death", ())],
+}
+COLUMNS = (
+    "plane",
+    "fault",
+    "sandboxes",
+    "fault at s",
+    "makespan s (no fault)",
+    "makespan s",
+    "rate before /s",
+    "rate during /s",
+    "delayed",
+    "lost",
+    "recovery s",
+    "wall s",
+)
+
+
+def fault_sets(fault: str, at: float, length: float, dead: int) -> list[str]:
+    if fault == "worker_death":
+        return [f"faults.worker_death_at_s={at}", f"faults.worker_death_workers={dead}"]
+    return [f"faults.{fault}_at_s={at}", f"faults.{fault}_s={length}"]
+
+
+def rows(counts: list[int], length: float, dead: int, seed: int) -> list[dict]:
+    """One row per (plane, fault, count): the fault's figures and the run's wall time."""
+    out = []
+    for plane, preset in PRESETS.items():
+        for count in counts:
+            base_sets = [f"sandboxes.count={count}"]
+            base = run_scenario(load_scenario(preset, base_sets, []), seed=seed)
+            makespan = float(base["creation_makespan_s"])
+            at = round(makespan / 2, 2)
+            for fault, extra in FAULTS[plane]:
+                sets = [*base_sets, *extra, *fault_sets(fault, at, length, dead)]
+                m = run_scenario(load_scenario(preset, sets, []), seed=seed)
+                name = fault + (f" ({', '.join(extra)})" if extra else "")
+                if fault == "worker_death":
+                    name += f" ({dead:,} workers)"
+                else:
+                    name += f" ({length:g} s)"
+                recovery = m["fault_recovery_s"]
+                out.append(
+                    {
+                        "plane": plane,
+                        "fault": name,
+                        "sandboxes": count,
+                        "fault at s": at,
+                        "makespan s (no fault)": makespan,
+                        "makespan s": m["creation_makespan_s"],
+                        "rate before /s": m["creation_rate_before_fault_per_s"],
+                        "rate during /s": m["creation_rate_during_fault_per_s"],
+                        "delayed": m["sandboxes_delayed"],
+                        "lost": m["sandboxes_lost"],
+                        "recovery s": "did not recover" if not m["fault_recovered"] else recovery,
+                        "wall s": m["wall_s"],
+                    }
+                )
+                print(_line(out[-1]), flush=True)
+    return out
+
+
+def _cell(v: object) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if isinstance(v, float):
+        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def _line(row: dict) -> str:
+    return "| " + " | ".join(_cell(row[c]) for c in COLUMNS) + " |"
+
+
+def table(rs: list[dict]) -> str:
+    head = "| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS) + "\n"
+    return head + "\n".join(_line(r) for r in rs) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m experiments.faults", description=__doc__.splitlines()[0])
+    ap.add_argument("--counts", default="100000,1000000", help="sandboxes.count values, comma-separated")
+    ap.add_argument("--length", type=float, default=5.0, help="each timed fault's length in seconds")
+    ap.add_argument("--dead", type=int, default=1000, help="workers a worker_death kills")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, help="also write the table (Markdown) here")
+    a = ap.parse_args(argv)
+    try:
+        counts = [int(c) for c in a.counts.split(",")]
+    except ValueError:
+        ap.error(f"--counts: expected integers separated by commas, got {a.counts!r}")
+    text = table(rows(counts, a.length, a.dead, a.seed))
+    print(text)
+    if a.out:
+        a.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
