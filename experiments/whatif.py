@@ -13,6 +13,9 @@
 - ``drain``: the time until ``--calls`` N calls, spawned (``--via spawn``) or mapped (``--via map``) at once, are all
   back (retried with backoff when rejected, as ``.map`` does), and which limit binds; the other way is the
   runner-up.
+- ``recovery``: after a traffic spike (``--spikes`` factors × ``--spike-s`` seconds from ``--spike-at``), whether the
+  Function comes back within the run and how long it takes, per callers' retry policy (``--policies``), side by
+  side; each policy's edge is the largest spike after which every seed recovered (experiments/recovery.py).
 
 Each answer gives the configuration, its metrics as means with 95% CIs over ``--seeds`` replications (t), its cost in
 container-seconds and in money (billed to each container's removal, at the scenario's ``billing`` size and domain.md
@@ -38,6 +41,7 @@ from tqdm import tqdm
 
 from experiments import plan as plan_
 from experiments import plan_page, uncertainty
+from experiments import recovery as recovery_
 from experiments.cli import (
     ArgParser,
     add_set_option,
@@ -465,7 +469,7 @@ def positive(name: str, cast: type = float, high: float = 1e12) -> Callable[[str
 
 def main(argv: list[str] | None = None) -> int:
     p = ArgParser(prog="python -m experiments.whatif", description=__doc__.splitlines()[0])
-    p.add_argument("question", choices=["plan", "capacity", "autoscaler", "drain"])
+    p.add_argument("question", choices=["plan", "capacity", "autoscaler", "drain", "recovery"])
     p.add_argument("--scenario", help="the base scenario (default: loadtest-copies, loadtest-remote, loadtest-spawn)")
     add_set_option(p)
     p.add_argument("--params", action="append", default=[], metavar="FILE", help="a parameter file (repeatable)")
@@ -487,6 +491,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", help="drain: how many calls")
     p.add_argument("--via", choices=["spawn", "map"], default="spawn", help="drain: how they are made (default spawn)")
     p.add_argument(
+        "--policies",
+        default=recovery_.POLICIES,
+        help=f"recovery: clients.retry policies, ':N' for max_attempts (default {recovery_.POLICIES})",
+    )
+    p.add_argument("--spikes", default=recovery_.SPIKES, help=f"recovery: spike factors (default {recovery_.SPIKES})")
+    p.add_argument("--spike-at", default="600", help="recovery: when the spike starts, s (default 600)")
+    p.add_argument("--spike-s", default="60", help="recovery: how long it lasts, s (default 60)")
+    p.add_argument("--band", default=str(recovery_.BAND), help="recovery: 'back' within this share (default 0.2)")
+    p.add_argument(
         "--uncertainty",
         action="store_true",
         help="also run the answer under every plausible model of the calibration (experiments/uncertainty.py): "
@@ -502,6 +515,8 @@ def main(argv: list[str] | None = None) -> int:
         p99 = positive("--p99")(args.p99)
         if args.out:
             check_out(args.out, folder=True, inside=("*.html", "*.png"))
+        if args.question == "recovery":
+            return _recovery(args, seeds)
         default = {"capacity": "loadtest-copies", "autoscaler": "loadtest-remote", "drain": "loadtest-spawn"}
         scenario = args.scenario or default.get(args.question, "loadtest-remote")
         sets = [*DEFAULTS[args.question], *args.sets]
@@ -567,6 +582,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     return main_guard("experiments.whatif", go)
+
+
+def _recovery(args: Any, seeds: int) -> int:
+    band = positive("--band", float, 1.0)(args.band)
+    at = positive("--spike-at", float, 1e9)(args.spike_at)
+    length = positive("--spike-s", float, 1e9)(args.spike_s)
+    scenario = args.scenario or "mmc"
+    sets = [*recovery_.DEFAULTS, *args.sets]
+    out, figures = recovery_.recovery_question(
+        scenario, sets, args.params, seeds, args.policies, args.spikes, at, length, band
+    )
+    out["simulations"] = len(out["policies"]) * len(out["policies"][next(iter(out["policies"]))]["rows"]) * seeds
+    out["seeds"] = seeds
+    print(json.dumps(out, default=_json) if args.json else "\n".join(recovery_.words(out)))
+    if args.out:
+        print(f"figure: {recovery_.figure(figures, out, args.out)}", file=sys.stderr)
+    return 0
 
 
 def _plan(args: Any, sim: Simulator, p99: float, shape: str, jobs: int) -> int:

@@ -49,7 +49,8 @@ def test_bursts_and_the_ideal_rate_is_the_shapes_mean():
 
 
 @pytest.mark.parametrize(
-    "text", ["steps(7, 2, 0.5, 3)", "bursts(10, 1, 1e6)", "bursts(3.3, 0.001, 50)", "sine(60, 0.9)"]
+    "text",
+    ["steps(7, 2, 0.5, 3)", "bursts(10, 1, 1e6)", "bursts(3.3, 0.001, 50)", "sine(60, 0.9)", "spike(30, 0.01, 1e4)"],
 )
 @pytest.mark.parametrize("offset", [0.0, 4.5, 1234.567])
 def test_a_shapes_mean_is_its_integral_exactly_however_narrow_its_bursts(text, offset):
@@ -61,7 +62,7 @@ def test_a_shapes_mean_is_its_integral_exactly_however_narrow_its_bursts(text, o
         brute = float(np.mean(np.vectorize(shape.factor)(t)))
         assert shape.mean(d) == pytest.approx(brute, rel=0.01), (d, brute)
     a = shape.args
-    long_run = {"steps": a[-1], "bursts": 1 + (a[-1] - 1) * a[1] / a[0], "sine": 1.0}[shape.kind]
+    long_run = {"steps": a[-1], "bursts": 1 + (a[-1] - 1) * a[1] / a[0], "sine": 1.0, "spike": 1.0}[shape.kind]
     assert shape.mean(1e6) == pytest.approx(long_run, rel=1e-3)  # over a million seconds: whole periods
 
 

@@ -312,6 +312,7 @@ shapes = st.one_of(
     st.builds(lambda f: f"bursts(10, 1, {f})", st.sampled_from(["2", "1e6", "1e11"])),
     st.builds(lambda f: f"steps(1, 1, {f})", st.sampled_from(["0", "1e9", "1e11"])),
     st.builds(lambda a: f"sine(1e-6, {a})", st.sampled_from(["0.5", "1"])),
+    st.builds(lambda f, n: f"spike(0, {n}, {f})", st.sampled_from(["0", "1e6", "1e11"]), tiny_to_huge),
 )
 
 

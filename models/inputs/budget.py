@@ -1,15 +1,14 @@
-"""What a load test's run will cost, estimated from its scenario before it starts (``Estimate``: sim/model.py), for
-the run budgets (experiments/cli.py; README, "Bad input").
+"""What a load test's run will cost, estimated from its scenario before it starts (``Estimate``: sim/model.py), for the
+run budgets (experiments/cli.py; README, "Bad input").
 
 The size, in calls, is what the run simulates: its calls (ideal calls/s × duration, or a trace's minutes as they are
-drawn: every minute that starts within the run, whole; plus the calls in flight at the start), and what costs as much
-as calls without being calls: the extra candidates a varying arrival rate draws and thins (a quarter of a call
-each), the app copies to build (``COPY_CALLS`` each) and the containers its pools hold (``CONTAINER_CALLS`` each:
-every decision looks at them). The events it may process: ``EVENTS_PER_CALL`` per call of that size, plus each
-call in flight's retries (``RETRY_EVENTS``, with a ``clients.retry`` policy or ``.map``) and every scaling
-decision an autoscaled pool could make (one per ``autoscaler.interval_s``). The memory: what the calls in flight at
-once, the app copies and the containers hold.
-"""
+drawn: every minute that starts within the run, whole; plus the calls in flight at the start), and what costs as much as
+calls without being calls: the extra candidates a varying arrival rate draws and thins (a quarter of a call each), the
+app copies to build (``COPY_CALLS`` each) and the containers its pools hold (``CONTAINER_CALLS`` each: every decision
+looks at them). The events it may process: ``EVENTS_PER_CALL`` per call of that size, plus each call in flight's retries
+(``RETRY_EVENTS``, with a ``clients.retry`` policy or ``.map``; and a spike's extra arrivals, each trying again at its
+policy's slowest for the rest of the run) and every scaling decision an autoscaled pool could make (one per
+``autoscaler.interval_s``). The memory: what the calls in flight at once, the app copies and the containers hold."""
 
 from __future__ import annotations
 
@@ -56,6 +55,11 @@ def estimate(sc: Scenario) -> Estimate:
     if sc.clients.retry != "none" or (closed and sc.clients.api == "map"):
         in_flight = at_start if closed else sc.arrivals.rate * sc.work.mean if sc.load == "arrivals" else 0.0
         events["retries"] = (RETRY_EVENTS * in_flight, "fewer calls in flight")
+        spike = sc.arrivals.profile.trigger() if sc.load == "arrivals" else None
+        if spike:  # a spike's extra arrivals may all wait to retry (the callers' orbit) for the rest of the run
+            extra = sc.arrivals.rate * max(0.0, sc.arrivals.profile.peak() - 1.0) * (spike[1] - spike[0])
+            tries = horizon / _slowest_retry(sc) if sc.clients.retry != "none" else 0.0
+            events["a spike's retries"] = (extra * min(tries, 1e12), "a smaller spike, or a slower retry policy")
     if not (sc.approach != "server" and sc.function.containers):  # autoscaled: a decision per interval at most
         events["scaling decisions"] = (pools * horizon / sc.autoscaler.interval_s, "lengthen autoscaler.interval_s")
     memory = {
@@ -69,6 +73,17 @@ def estimate(sc: Scenario) -> Estimate:
 def size(sc: Scenario) -> float:
     """The run's size in calls (the model's ``size``: what sweeps start the big ones first by)."""
     return Estimate.total(estimate(sc).size)
+
+
+def _slowest_retry(sc: Scenario) -> float:
+    """The longest a retrying call waits between tries once its policy's delays stop growing (backoff: at its cap,
+    jittered down to half of it), so a call waiting all run long tries at most the horizon ÷ this."""
+    cp = sc.clients
+    if cp.retry in ("backoff", "exponential"):
+        return cp.backoff_max_s * (0.5 if cp.retry == "backoff" else 1.0)
+    if cp.retry in ("fixed", "random"):
+        return cp.retry_delay_s
+    return max(1e-9, math.ulp(sc.duration_s + sc.drain_s) * 4)  # immediate: the clock's tick
 
 
 def _containers(sc: Scenario) -> float:

@@ -8,7 +8,9 @@ distribution's):
 - ``sine(PERIOD_S, AMPLITUDE)``: 1 + AMPLITUDE · sin(2πt / PERIOD_S);
 - ``daily(DAY_AMPLITUDE, WEEK_AMPLITUDE)``: domain.md §7's daily sine (±30% there) times a weekly sine (±20%), t = 0
   at midnight on a Monday (without §7's random drift, spikes and noise: the Poisson arrivals are the noise);
-- ``bursts(EVERY_S, LENGTH_S, FACTOR)``: FACTOR for LENGTH_S seconds at the start of every EVERY_S, else 1.
+- ``bursts(EVERY_S, LENGTH_S, FACTOR)``: FACTOR for LENGTH_S seconds at the start of every EVERY_S, else 1;
+- ``spike(AT_S, LENGTH_S, FACTOR)``: FACTOR for LENGTH_S seconds from AT_S, else 1: one traffic spike, the trigger
+  whose aftermath models/inputs/recovery.py measures (``Shape.trigger``).
 
 ``arrivals.start_s`` starts the run that far into the shape (a week's peak day, say: ``Shape.peak_window`` finds the
 window of a given length with the highest mean rate, which the what-ifs size for).
@@ -63,6 +65,8 @@ class Shape:
             # the daily peak at 14:00, the weekly one mid-week (a shape, not a measurement: domain.md §7)
             day = 1.0 + a[0] * math.sin(2 * math.pi * (t - 8 * 3600) / DAY_S)
             return day * (1.0 + a[1] * math.sin(2 * math.pi * (t - 1.25 * DAY_S) / WEEK_S))
+        if self.kind == "spike":
+            return a[2] if a[0] <= t < a[0] + a[1] else 1.0
         # bursts
         return a[2] if t % a[0] < a[1] else 1.0
 
@@ -74,7 +78,7 @@ class Shape:
             return 1.0 + a[1]
         if self.kind == "daily":
             return (1.0 + a[0]) * (1.0 + a[1])
-        if self.kind == "bursts":
+        if self.kind in ("bursts", "spike"):
             return max(1.0, a[2])
         return 1.0
 
@@ -91,6 +95,8 @@ class Shape:
     def _integral(self, x: float) -> float:
         """The factor's integral over the shape's own time [0, x) (steps, bursts, sine)."""
         a = self.args
+        if self.kind == "spike":
+            return x + (a[2] - 1.0) * min(max(x - a[0], 0.0), a[1])
         if self.kind == "steps":
             full = min(int(x // a[0]), len(a) - 2)  # steps passed whole; the last holds after
             return a[0] * sum(a[1 : 1 + full]) + (x - full * a[0]) * a[1 + full]
@@ -108,7 +114,14 @@ class Shape:
             "sine": a[0] if self.kind == "sine" else 1.0,
             "daily": WEEK_S if self.kind == "daily" and a[1] else DAY_S,
             "bursts": a[0] if self.kind == "bursts" else 1.0,
+            "spike": a[0] + a[1] if self.kind == "spike" else 1.0,
         }[self.kind]
+
+    def trigger(self) -> tuple[float, float] | None:
+        """A spike's start and end in the run's time (None for every other shape)."""
+        if self.kind != "spike":
+            return None
+        return self.args[0] - self.offset, self.args[0] + self.args[1] - self.offset
 
     def peak_window(self, length: float, candidates: int = 168) -> float:
         """Where in the shape the window of ``length`` seconds with the highest mean rate starts: the best of
@@ -124,14 +137,16 @@ class Shape:
         return self.kind if not self.args else f"{self.kind}({', '.join(f'{x:g}' for x in self.args)})"
 
 
-ARITY = {"steady": (0, 0), "steps": (2, 10_000), "sine": (2, 2), "daily": (2, 2), "bursts": (3, 3)}
+ARITY = {"steady": (0, 0), "steps": (2, 10_000), "sine": (2, 2), "daily": (2, 2), "bursts": (3, 3), "spike": (3, 3)}
 
 
 def parse_shape(text: str) -> Shape:
     """A shape string (module docstring); ValueError saying what is wrong."""
     m = re.fullmatch(r"\s*([a-z]+)\s*(?:\(([^()]*)\))?\s*", text)
     if not m or m.group(1) not in ARITY:
-        raise ValueError(f"unknown shape {text!r} (shapes: steady, steps(...), sine(...), daily(...), bursts(...))")
+        raise ValueError(
+            f"unknown shape {text!r} (shapes: steady, steps(...), sine(...), daily(...), bursts(...), spike(...))"
+        )
     kind, inner = m.group(1), m.group(2)
     try:
         args = tuple(float(x) for x in inner.split(",")) if inner and inner.strip() else ()
@@ -150,6 +165,8 @@ def parse_shape(text: str) -> Shape:
         raise ValueError(f"{text!r}: the amplitudes must be within [0, 1]")
     if kind == "bursts" and not (args[0] > 0 and 0 < args[1] <= args[0] and args[2] >= 0):
         raise ValueError(f"{text!r}: needs EVERY_S > 0, 0 < LENGTH_S <= EVERY_S, FACTOR >= 0")
+    if kind == "spike" and not (args[0] >= 0 and args[1] > 0 and args[2] >= 0):
+        raise ValueError(f"{text!r}: needs AT_S >= 0, LENGTH_S > 0, FACTOR >= 0")
     return Shape(kind, args)
 
 
@@ -158,7 +175,7 @@ def parse_shape(text: str) -> Shape:
 class ArrivalParams:
     rate: float = param(1.0, gt=0, doc="Poisson arrivals per second (× the shape)")
     shape: str = param(
-        "steady", doc="the rate over time: steady, steps, sine, daily or bursts (models/inputs/demand.py)"
+        "steady", doc="the rate over time: steady, steps, sine, daily, bursts or spike (models/inputs/demand.py)"
     )
     start_s: float = param(
         0.0,

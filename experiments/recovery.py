@@ -1,0 +1,183 @@
+"""The recovery what-if: after a traffic spike, does a Function come back, and how long does it take, under each of
+the callers' retry policies? ``python -m experiments.whatif recovery [--policies ...] [--spikes ...]``.
+
+For each policy (``clients.retry``, and ``clients.max_attempts`` written ``policy:N``) and each spike factor F, the
+scenario runs with ``arrivals.shape = spike(AT_S, LENGTH_S, F)`` over ``--seeds`` seeds, and models/inputs/
+recovery.py measures each run: recovered or not within the run, the recovery time, the work lost and the attempts per
+successful call. The *edge* of a policy is the largest spike after which every seed recovered within the run (the
+spikes are tried in increasing order; recovery time grows toward the edge). The default Function (``DEFAULTS``) is
+the ``mmc`` preset's ten warm containers at 70% load with a pending cap of 50 that rejects calls during a spike
+(``queue_full``), its accept and start limits too fast to bind: a retried call waits in the callers' orbit and comes
+back, and the orbit drains at the spare capacity (c·μ − λ = 3 calls/s), so the larger the spike the longer the
+recovery; calls that are not retried are lost instead. The figure draws, per policy, the offered and served load,
+the backlog and the orbit around the largest spike.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from experiments.cli import load_scenario, run_scenario
+from models.inputs.recovery import BAND, bin_for, recovery
+from sim.scenario import ScenarioError
+
+DEFAULTS = (
+    "duration_s=3000",
+    "warmup_s=100",
+    "drain_s=3600",
+    "arrivals.rate=7",
+    "limits.enabled=true",
+    "limits.sync_pending_cap=50",
+    "limits.sync_accept_rate=1e6",
+    "limits.sync_accept_burst=1e6",
+    "limits.start_rate=1e6",
+    "limits.start_burst=1e6",
+)
+POLICIES = "none,backoff,backoff:5"
+SPIKES = "2,4,8,16,32"
+
+
+def policy_sets(policy: str) -> list[str]:
+    """``retry[:max_attempts]`` as scenario settings (ScenarioError naming ``--policies`` if malformed)."""
+    retry, _, attempts = policy.partition(":")
+    sets = [f"clients.retry={retry.strip()}"]
+    if attempts:
+        if not attempts.strip().isdigit() or not 1 <= int(attempts) <= 1000:
+            raise ScenarioError(f"--policies: {policy!r}: the attempts after ':' must be a whole number from 1 to 1000")
+        sets.append(f"clients.max_attempts={int(attempts)}")
+    return sets
+
+
+def spike_list(text: str) -> list[float]:
+    try:
+        out = sorted({float(x) for x in text.split(",")})
+    except ValueError:
+        raise ScenarioError(f"--spikes {text!r}: must be numbers separated by commas") from None
+    if not out or not all(math.isfinite(x) and 1 < x <= 1000 for x in out) or len(out) > 20:
+        raise ScenarioError(f"--spikes {text!r}: 1 to 20 factors, each > 1 and <= 1000")
+    return out
+
+
+def measure(scenario: str, sets: list[str], params: list[str], seed: int, band: float) -> tuple[dict, dict]:
+    """One run's recovery metrics and series (the trigger: its spike shape)."""
+    sc = load_scenario(scenario, sets, params)
+    trigger = sc.arrivals.profile.trigger() if sc.load == "arrivals" else None
+    if trigger is None:
+        raise ScenarioError("arrivals.shape: the recovery question needs load = arrivals with a spike(...) shape")
+    series: dict = {}
+    m = run_scenario(sc, seed, series=series, records=True)
+    r = m.pop("records")
+    window = (sc.warmup_s, sc.duration_s)
+    rate = sc.arrivals.rate
+    try:
+        rec, s = recovery(
+            {c: r[c].to_numpy() for c in r.columns},
+            trigger,
+            window,
+            bin_for(rate, window[1] - window[0]),
+            band,
+            backlog=(series["t"], series["pending"], series["running"]),
+        )
+    except ValueError as e:
+        raise ScenarioError(f"arrivals.shape: {e}") from None
+    return rec, s
+
+
+def recovery_question(
+    scenario: str,
+    sets: list[str],
+    params: list[str],
+    seeds: int,
+    policies: str = POLICIES,
+    spikes: str = SPIKES,
+    at_s: float = 600.0,
+    length_s: float = 60.0,
+    band: float = BAND,
+) -> tuple[dict[str, Any], dict[str, dict]]:
+    """The answer (per policy: a row per spike and the edge) and, per policy, the series of its largest spike."""
+    factors = spike_list(spikes)
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    if not names or len(names) > 10:
+        raise ScenarioError(f"--policies {policies!r}: 1 to 10 policies, separated by commas")
+    for name in names:
+        load_scenario(scenario, [*sets, *policy_sets(name)], params)  # a bad policy fails before any run
+    out: dict[str, Any] = {"spike_at_s": at_s, "spike_length_s": length_s, "band": band, "policies": {}}
+    figures: dict[str, dict] = {}
+    for name in names:
+        rows, edge, broken = [], None, False
+        for f in factors:
+            shape = f"arrivals.shape=spike({at_s:g}, {length_s:g}, {f:g})"
+            runs = [measure(scenario, [*sets, *policy_sets(name), shape], params, s, band) for s in range(seeds)]
+            mets = [r for r, _ in runs]
+            rec = [m["recovery_s"] for m in mets if m["recovered"]]
+            row = {
+                "spike": f,
+                "recovered": f"{len(rec)}/{seeds}",
+                "recovery_s": float(np.mean(rec)) if len(rec) == seeds else None,
+                "work_lost_s": float(np.mean([m["work_lost_s"] for m in mets])),
+                "attempts_per_success": float(np.mean([m["attempts_per_success"] or math.nan for m in mets])),
+                "trigger_calls_per_s": float(np.mean([m["trigger_calls_per_s"] for m in mets])),
+            }
+            rows.append(row)
+            broken = broken or len(rec) < seeds  # the edge: every spike up to it recovered, in every seed
+            edge = edge if broken else f
+            figures[name] = runs[0][1]
+        out["policies"][name] = {"rows": rows, "edge": edge}
+    out["pre_trigger_calls_per_s"] = mets[0]["pre_trigger_calls_per_s"]
+    return out, figures
+
+
+def words(out: dict) -> list[str]:
+    lines = [
+        f"After a spike from t = {out['spike_at_s']:g} s for {out['spike_length_s']:g} s (before it: "
+        f"{out['pre_trigger_calls_per_s']:.2f} calls/s), back within {out['band']:.0%} of throughput and latency:",
+        f"{'policy':<14} {'spike':>6} {'recovered':>9} {'recovery_s':>10} {'work_lost_s':>11} {'attempts/ok':>11}",
+    ]
+    for name, p in out["policies"].items():
+        for r in p["rows"]:
+            rec = "not within the run" if r["recovery_s"] is None else f"{r['recovery_s']:.0f}"
+            lines.append(
+                f"{name:<14} {r['spike']:>6g} {r['recovered']:>9} {rec:>10} {r['work_lost_s']:>11.0f} "
+                f"{r['attempts_per_success']:>11.2f}"
+            )
+    for name, p in out["policies"].items():
+        edge = p["edge"]
+        lines.append(
+            f"{name}: recovers after every spike up to ×{edge:g}" if edge else f"{name}: no spike tried recovers"
+        )
+    return lines
+
+
+def figure(figures: dict[str, dict], out: dict, folder: Path) -> Path:
+    """Per policy, offered vs served load, backlog and retries around the largest spike (a PNG in ``folder``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(figures), 1, figsize=(8, 2.6 * len(figures)), sharex=True, squeeze=False)
+    for ax, (name, s) in zip(axes[:, 0], figures.items(), strict=True):
+        ax.step(s["t"], s["offered_per_s"], where="post", label="offered (first tries/s)")
+        ax.step(s["t"], s["served_per_s"], where="post", label="served (calls back/s)")
+        ax.axvspan(out["spike_at_s"], out["spike_at_s"] + out["spike_length_s"], color="0.85")
+        ax.set_ylabel("calls/s")
+        ax.set_title(f"clients.retry {name}", fontsize=9)
+        ax.set_ylim(0, 2.0 * max(s["served_per_s"].max(), out["pre_trigger_calls_per_s"]))  # the spike: off the top
+        ax2 = ax.twinx()
+        ax2.step(s["t"], s["backlog"], where="post", color="0.4", linestyle="--", label="backlog (pending inputs)")
+        ax2.step(s["t"], s["orbit"], where="post", color="tab:red", linestyle=":", label="orbit (waiting to retry)")
+        ax2.set_ylabel("calls")
+        lines = ax.get_legend_handles_labels()
+        more = ax2.get_legend_handles_labels()
+        ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="upper right")
+    axes[-1, 0].set_xlabel("time, s")
+    fig.tight_layout()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "recovery.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
