@@ -3,10 +3,19 @@
 
 ``python -m experiments.faults [--counts 100000,1000000] [--length 5] [--dead 1000] [--seed 0] [--out FILE.md]``
 
-For each preset (sandboxes-v1, sandboxes-v2, sandboxes-k8s) and each ``sandboxes.count``, a run without faults gives
-the makespan; each fault then begins at the middle of that makespan and lasts ``--length`` seconds (a worker death
-kills ``--dead`` workers there, their sandboxes lost). v2's scheduler outage is run with the preset's 32 schedulers
-and with one. The table prints in Markdown (and to ``--out``); every run is the preset's, so one command reproduces it.
+For each preset (sandboxes-v1, sandboxes-v2, sandboxes-k8s), each ``sandboxes.count`` and each variant of the preset
+(v2's scheduler outage is run with the preset's 32 schedulers and with one), a run without faults gives the makespan
+and the records; each fault then begins at the middle of that makespan and lasts ``--length`` seconds (a worker death
+kills ``--dead`` workers there, their sandboxes lost). Every run is the preset's with ``--set`` keys only, and the
+same seed, so one command reproduces the table.
+
+Columns: the fault's start, the makespan without and with it, the creation rate (sandboxes becoming running per
+second) before the fault and during it (over the part of the fault window the burst still ran), the p50 / p99 time
+to interactive of the sandboxes in flight during the fault window (requested before its end, running at or after its
+start; models/sandboxes/faults.py), in the run without the fault over the same window and in the run with it, the
+sandboxes delayed and lost, the recovery time (the fault's end to the first 1 s bin whose creation rate is back
+within 10% of the rate before, or the bin the burst's last sandbox ran in; the rate only), and the faulted run's wall
+time. The table prints in Markdown (and to ``--out``).
 """
 
 from __future__ import annotations
@@ -15,7 +24,10 @@ import argparse
 import math
 from pathlib import Path
 
+import numpy as np
+
 from experiments.cli import load_scenario, run_scenario
+from models.sandboxes import faults
 
 PRESETS = {"modal-v1": "sandboxes-v1", "modal-v2": "sandboxes-v2", "kubernetes": "sandboxes-k8s"}
 FAULTS = {
@@ -37,6 +49,8 @@ COLUMNS = (
     "makespan s",
     "rate before /s",
     "rate during /s",
+    "tti p50 / p99 s in flight (no fault)",
+    "tti p50 / p99 s in flight",
     "delayed",
     "lost",
     "recovery s",
@@ -50,18 +64,29 @@ def fault_sets(fault: str, at: float, length: float, dead: int) -> list[str]:
     return [f"faults.{fault}_at_s={at}", f"faults.{fault}_s={length}"]
 
 
-def rows(counts: list[int], length: float, dead: int, seed: int) -> list[dict]:
-    """One row per (plane, fault, count): the fault's figures and the run's wall time."""
+def rows(counts: list[int], length: float, dead: int, seed: int, planes: tuple[str, ...] | None = None) -> list[dict]:
+    """One row per (plane, fault, count): the fault's figures and the run's wall time; ``planes``: only these."""
     out = []
     for plane, preset in PRESETS.items():
+        if planes is not None and plane not in planes:
+            continue
         for count in counts:
             base_sets = [f"sandboxes.count={count}"]
-            base = run_scenario(load_scenario(preset, base_sets, []), seed=seed)
-            makespan = float(base["creation_makespan_s"])
-            at = round(makespan / 2, 2)
+            bases: dict[tuple[str, ...], tuple[float, np.ndarray, np.ndarray]] = {}  # each variant's no-fault run
             for fault, extra in FAULTS[plane]:
-                sets = [*base_sets, *extra, *fault_sets(fault, at, length, dead)]
-                m = run_scenario(load_scenario(preset, sets, []), seed=seed)
+                if extra not in bases:
+                    b = run_scenario(load_scenario(preset, [*base_sets, *extra], []), seed=seed, records=True)
+                    rec = b["records"]
+                    bases[extra] = (
+                        float(b["creation_makespan_s"]),
+                        rec["requested"].to_numpy(),
+                        rec["running"].to_numpy(),
+                    )
+                makespan, requested, running = bases[extra]
+                at = round(makespan / 2, 2)
+                sc = load_scenario(preset, [*base_sets, *extra, *fault_sets(fault, at, length, dead)], [])
+                m = run_scenario(sc, seed=seed)
+                a, e = faults.window(sc.faults)
                 name = fault + (f" ({', '.join(extra)})" if extra else "")
                 if fault == "worker_death":
                     name += f" ({dead:,} workers)"
@@ -78,6 +103,8 @@ def rows(counts: list[int], length: float, dead: int, seed: int) -> list[dict]:
                         "makespan s": m["creation_makespan_s"],
                         "rate before /s": m["creation_rate_before_fault_per_s"],
                         "rate during /s": m["creation_rate_during_fault_per_s"],
+                        "tti p50 / p99 s in flight (no fault)": faults.tti_in_flight(requested, running, a, e),
+                        "tti p50 / p99 s in flight": (m["tti_fault_p50_s"], m["tti_fault_p99_s"]),
                         "delayed": m["sandboxes_delayed"],
                         "lost": m["sandboxes_lost"],
                         "recovery s": "did not recover" if not m["fault_recovered"] else recovery,
@@ -89,6 +116,8 @@ def rows(counts: list[int], length: float, dead: int, seed: int) -> list[dict]:
 
 
 def _cell(v: object) -> str:
+    if isinstance(v, tuple):
+        return " / ".join(_cell(x) for x in v)
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"
     if isinstance(v, float):

@@ -28,6 +28,7 @@ from experiments import run as run_cmd
 from experiments import spec, sweep
 from experiments.cli import BUDGET_ENV, load_scenario, one_line
 from models.registry import MODELS
+from models.sandboxes import faults as sandbox_faults
 from sim.scenario import ScenarioError, flatten, schema_keys, to_dict
 
 FUZZ_EXAMPLES = int(os.environ.get("SCALESIM_FUZZ_EXAMPLES", "150"))
@@ -190,6 +191,58 @@ def test_a_sweep_from_any_factors_is_a_spec_or_one_named_error(factors, sets, se
         assert one_line(str(e)).isprintable()  # what the command prints: one line
         return
     assert sp.points and sp.seeds >= 1
+
+
+# --- the sandbox model's faults section: every key, and faults that are on -------------------------------------
+# The general property above draws these keys among the schema's, but at its default count most are never drawn, and
+# one key alone rarely turns a fault on with a start. Here each example names a fault and sets some of its own keys
+# (often all: the fault happens), now and then another fault's key or a key of the recovery figures, on any of the
+# three planes (a fault of another plane is an error naming the key).
+FAULT_KEYS = sorted(k for k in KEYS["sandboxes-v2"] if k.startswith("faults."))
+FAULTS = sorted(sandbox_faults.PLANES)
+fault_values = st.one_of(
+    values,
+    st.sampled_from(["0", "0.2", "1", "3", "10", "49", "50", "51", "1e-9", "1e6", "1e12", "-1", "inf", "nan"]),
+    st.sampled_from(["lost", "restart", "Lost", ""]),
+)
+
+
+@st.composite
+def fault_lines(draw: st.DrawFn) -> list[str]:
+    preset = draw(st.sampled_from(["sandboxes-v2", "sandboxes-v1", "sandboxes-k8s"]))
+    fault = draw(st.sampled_from(FAULTS))
+    own = [k for k in FAULT_KEYS if k.startswith(f"faults.{fault}_")]
+    keys = draw(st.lists(st.sampled_from(own), min_size=1, max_size=len(own), unique=True))
+    keys += draw(st.lists(st.sampled_from(FAULT_KEYS), max_size=1))
+    sets = [*SMALL["sandboxes"], *(f"{k}={draw(fault_values)}" for k in keys)]
+    return [preset, *(x for s in sets for x in ("--set", s)), "--json"]
+
+
+@settings(max_examples=max(30, FUZZ_EXAMPLES // 3), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+@given(argv=fault_lines())
+def test_any_fault_of_a_sandbox_run_exits_0_or_2_with_one_line(argv, monkeypatch_env):
+    assert_0_or_2(run_cmd.main, argv)
+
+
+def test_the_fault_property_can_draw_every_fault_key():
+    assert FAULTS == ["etcd_election", "postgres_failover", "scheduler_down", "stream_stall", "worker_death"]
+    assert {k for f in FAULTS for k in FAULT_KEYS if k.startswith(f"faults.{f}_")} | {
+        "faults.rate_bin_s",
+        "faults.recovery_band",
+    } == set(FAULT_KEYS)
+
+
+@pytest.mark.parametrize("key", FAULT_KEYS)
+@pytest.mark.parametrize("bad", ["-1", "nan", "inf", "x"])
+def test_a_bad_value_of_any_fault_key_exits_2_naming_it(key, bad, monkeypatch_env):
+    if bad == "inf" and key.endswith("_at_s"):
+        bad = "1e400"  # (a start may lie after the run; inf is refused as any non-finite number is)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        rc = run_cmd.main(["sandboxes-v2", "--set", SMALL["sandboxes"][0], "--set", f"{key}={bad}", "--json"])
+    lines = err.getvalue().strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and key in lines[0], (key, bad, lines)
 
 
 # --- the other commands: report, compare, calibration.fit ------------------------------------------------------

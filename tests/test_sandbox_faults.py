@@ -206,3 +206,79 @@ def test_a_scheduler_outage_that_would_retry_without_end_is_refused_before_it_ru
     )
     assert p.returncode == 2
     assert "create retries in the scheduler outage" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_dead_scheduler_loses_its_whole_queue_even_when_the_queue_outlasts_the_outage():
+    # one scheduler (8,000 creates/s) behind a client of 20,000/s: about 2.5 s of creates wait in it; it dies for
+    # 0.3 s. Every create in it at the death is lost with it (the client retries at its deadline), not only those
+    # whose turn came within the outage; none is placed before its deadline has passed.
+    one = (*V2, "scheduler.count=1")
+    a, length, deadline = 2.0, 0.3, 3.0
+    base = run(*one)
+    req, placed = base["records"]["requested"].to_numpy(), base["records"]["placed"].to_numpy()
+    in_queue = int(((req < a - 0.001) & (placed >= a + 0.01)).sum())  # in the scheduler at a (3 hops + RPC: 5 ms)
+    assert in_queue > 10_000
+    m = run(
+        *one,
+        f"faults.scheduler_down_at_s={a}",
+        f"faults.scheduler_down_s={length}",
+        f"faults.scheduler_down_detect_s={deadline}",
+    )
+    assert m["retries"] >= in_queue
+    r = m["records"]
+    req, placed = r["requested"].to_numpy(), r["placed"].to_numpy()
+    after = (req < a - 0.001) & (placed >= a + 0.01)
+    assert after.sum() >= in_queue
+    assert ((placed - req)[after] >= deadline).all()
+    assert m["sandboxes_created"] == base["sandboxes_created"]
+
+
+def test_the_rate_during_a_fault_is_taken_over_the_part_of_it_the_burst_still_ran():
+    # a stream stall on a mostly empty fleet costs nothing (no rejection); it outlasts the burst, so the rate during
+    # it is the rate of what ran before the burst's end, not what ran divided by the whole stall
+    base = run(*V2)
+    at = round(middle(base), 3)
+    m = run(*V2, f"faults.stream_stall_at_s={at}", "faults.stream_stall_s=30")
+    assert m["rejections"] == 0 and m["creation_makespan_s"] == base["creation_makespan_s"]
+    assert m["creation_rate_during_fault_per_s"] == pytest.approx(m["creation_rate_before_fault_per_s"], rel=0.25)
+
+
+def test_the_tti_of_the_sandboxes_in_flight_during_a_fault_is_reported():
+    # a Postgres failover holds every create on its way by its length: their TTI grows by about it
+    base = run(*V1)
+    at, length = round(middle(base), 3), 3.0
+    m = run(*V1, f"faults.postgres_failover_at_s={at}", f"faults.postgres_failover_s={length}")
+    req, ran = m["records"]["requested"].to_numpy(), m["records"]["running"].to_numpy()
+    inflight = (req < at + length) & (ran >= at)
+    tti = (ran - req)[inflight]
+    assert m["tti_fault_p50_s"] == pytest.approx(float(np.percentile(tti, 50)))
+    assert m["tti_fault_p99_s"] == pytest.approx(float(np.percentile(tti, 99)))
+    assert m["tti_fault_p50_s"] > base["tti_p50_s"] + 0.5 * length
+
+
+def test_servers_cut_drops_the_service_booked_past_a_crash():
+    from models.sandboxes.fleet import Servers
+    from sim.engine import Sim
+
+    sim = Sim()
+    s = Servers(sim, 2)
+    ends = [s.done_at(1.0) for _ in range(6)]  # two servers busy until 3 s
+    assert ends == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
+    s.cut(1.5)
+    assert s.busy_by_now(10.0) == pytest.approx(3.0)  # 1.5 s on each server, the rest dropped
+    assert s.busy == pytest.approx(3.0)
+    sim.run(until=2.0)
+    assert s.done_at(1.0) == 3.0  # a request after the crash waits for nothing booked before it
+
+
+def test_the_fault_table_times_each_variant_from_its_own_run_without_the_fault():
+    from experiments import faults as table
+
+    out = table.rows([20000], 1.0, 50, 0, planes=("modal-v2",))
+    one = next(r for r in out if "scheduler.count=1" in r["fault"])
+    plain = run("sandboxes-v2", "sandboxes.count=20000", "scheduler.count=1")
+    assert one["makespan s (no fault)"] == plain["creation_makespan_s"]
+    assert one["fault at s"] == round(plain["creation_makespan_s"] / 2, 2)
+    p50, p99 = one["tti p50 / p99 s in flight"]
+    assert p50 is not None and p99 >= p50
+    assert "/" in table.table(out).splitlines()[2]

@@ -8,9 +8,10 @@ is above zero, and every default is off, so a scenario without faults runs exact
 planes where it means something (``PLANES``); a key of a fault set on another plane is an error naming the key.
 
 - ``scheduler_down`` (modal-v2): scheduler server 0 dies and restarts after the length (its cache of its own
-  placements lost). The load balancer keeps routing to it (no health check is modelled); a create routed to it, or
-  in its queue when it died, is retried by the client through the load balancer ``scheduler_down_detect_s`` after it
-  was sent (for those in its queue at the death: after the death, an upper bound). With one scheduler every create
+  placements lost). The load balancer keeps routing to it (no health check is modelled: an assumption); a create
+  that reaches it while it is down, or is in it when it dies (queued, or in its CPU step or request time, however
+  long its queue), is lost, and the client sends it again through the load balancer once its deadline,
+  ``scheduler_down_detect_s`` after it sent it, has passed (not before the death). With one scheduler every create
   waits for the restart.
 - ``stream_stall`` (modal-v2): the Redis stream delivers no worker state for the length; what was published then is
   delivered, in order, when it ends. Schedulers place on the stale state plus their own placements; a worker that is
@@ -20,14 +21,17 @@ planes where it means something (``PLANES``); a key of a fault set on another pl
 - ``etcd_election`` (kubernetes): etcd commits no write for the length (leader election), so API-server writes, and
   the node lease renewals, wait for its end.
 - ``worker_death`` (every plane): ``worker_death_workers`` workers (the first ones: placement is random, so which
-  ones does not matter) die at ``worker_death_at_s``; their slots leave the fleet for good. The sandboxes on them
+  ones does not matter) die at ``worker_death_at_s``; their slots leave the fleet for good, and a placement sent to
+  one is refused at once (an assumption: a connection refused, not an RPC that times out). The sandboxes on them
   (running or starting) are lost (``lost``: ``sandboxes_lost``) or, ``restart``, created again through the control
   plane ``worker_death_detect_s`` later (``sandboxes_restarted``; each also a retry), their time to interactive still
   counted from the first create attempt.
 
 Recovery figures (declared in ``METRICS``, reported only when a fault is on; see each one's line). The fault window
 is from the earliest fault's start to the latest one's end (a worker death's end: its start plus
-``worker_death_detect_s``). Rates are sandboxes becoming running per second.
+``worker_death_detect_s``). Rates are sandboxes becoming running per second. The sandboxes *in flight* during the
+fault are those requested before the window's end and running at or after its start: their time to interactive
+(``tti_fault_*``) is what the fault did to the creates it caught.
 """
 
 from __future__ import annotations
@@ -181,8 +185,17 @@ METRICS = Metrics(
         "creation_rate_during_fault_per_s",
         "sandboxes/s",
         "derived",
-        "sandboxes becoming running per second within the fault window (null: a window of no length)",
+        "sandboxes becoming running per second within the fault window, over the part of it the burst still ran "
+        "(up to its last sandbox running; null: none ran after the fault began)",
     ),
+    Metric(
+        "tti_fault_p50_s",
+        "s",
+        "derived",
+        "median time to interactive of the sandboxes in flight during the fault (requested before the window's end, "
+        "running at or after its start; null: none)",
+    ),
+    Metric("tti_fault_p99_s", "s", "derived", "p99 of the same (null: none)"),
     Metric(
         "fault_recovery_s",
         "s",
@@ -211,7 +224,9 @@ def measure(fp: FaultParams, requested: np.ndarray, running: np.ndarray, count: 
     before = int(np.searchsorted(t, a, side="left"))  # running before the fault began
     rate_before = before / (a - first) if before and a > first else NAN
     during = int(np.searchsorted(t, e, side="left")) - before
-    rate_during = during / (e - a) if e > a else NAN
+    until = min(e, float(t[-1])) if len(t) else a  # the burst may end within the window: the rate while it ran
+    rate_during = during / (until - a) if until > a else NAN
+    tti_p50, tti_p99 = tti_in_flight(requested, running, a, e)
     after = tti[ran >= a]
     if before:
         p99 = float(np.percentile(tti[ran < a], 99))
@@ -243,6 +258,18 @@ def measure(fp: FaultParams, requested: np.ndarray, running: np.ndarray, count: 
         "sandboxes_delayed": delayed,
         "creation_rate_before_fault_per_s": None if rate_before != rate_before else rate_before,
         "creation_rate_during_fault_per_s": None if rate_during != rate_during else rate_during,
+        "tti_fault_p50_s": tti_p50,
+        "tti_fault_p99_s": tti_p99,
         "fault_recovery_s": None if recovery != recovery else recovery,
         "fault_recovered": recovered,
     }
+
+
+def tti_in_flight(requested: np.ndarray, running: np.ndarray, a: float, e: float) -> tuple[float | None, float | None]:
+    """The p50 and p99 time to interactive of the sandboxes in flight during [a, e) (module docstring), or None each
+    when there are none; also taken from a run without the fault over the same window (experiments/faults.py)."""
+    inflight = (requested < e) & (running >= a)  # NaN compares false: not requested, or not running
+    tti = (running - requested)[inflight]
+    if not len(tti):
+        return None, None
+    return float(np.percentile(tti, 50)), float(np.percentile(tti, 99))

@@ -168,6 +168,19 @@ class Servers:
         self.busy += service
         return end
 
+    def cut(self, at: float) -> None:
+        """The servers crash at ``at`` (faults.py: a scheduler server dies): the service booked past ``at`` is
+        dropped (the requests in it are lost; the caller retries them), so a request after the crash waits for none
+        of it. Called at or before ``at``, after every booking the crash loses."""
+        kept = []
+        for free, began in self._free:
+            if free > at:
+                self.busy -= free - max(at, began)
+                free, began = at, min(at, began)
+            kept.append((free, began))
+        heapq.heapify(kept)
+        self._free = kept
+
     def busy_by_now(self, now: float | None = None) -> float:
         # Every request was booked at its arrival, at or before now; on each server, those whose service ends after
         # the start of its current run follow one another without a gap (each waited for the one before), so its

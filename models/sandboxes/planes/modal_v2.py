@@ -20,8 +20,9 @@ Two shortcuts (models/sandboxes/shortcuts.py, each off with ``shortcuts = "all,-
 share one event (``same_instant_placements``), and the worker's accept is computed at the placement, a hop early
 (``accept_at_placement``); both give the general path's numbers to the bit (tests/test_sandbox_shortcuts.py).
 
-Faults (models/sandboxes/faults.py): ``scheduler_down`` (scheduler 0 dies for a while; creates routed to it time out
-and are retried through the load balancer), ``stream_stall`` (no worker state delivered for a while).
+Faults (models/sandboxes/faults.py): ``scheduler_down`` (scheduler 0 dies for a while; the creates in it and those
+routed to it while it is down time out and are retried through the load balancer), ``stream_stall`` (no worker state
+delivered for a while).
 
 Left out: the load balancer's health checks, regions and worker types, the load balancer's own cost.
 """
@@ -128,6 +129,10 @@ class ModalV2(ControlPlane):
         self._stall = faults.down(sc.faults, "stream_stall")  # (start, end) of the stream's stall, or None
         self.detect_s = sc.faults.scheduler_down_detect_s
         if self._down is not None:
+            # the crash as the booking sees it: a request's service is booked when it is sent, a hop before it
+            # reaches the scheduler (fleet.py, Servers), so the service lost at the death is what lies past a - hop
+            self._crash_at = max(0.0, self._down[0] - self.hop)
+            sim.call_at(self._crash_at, self._crash, None)
             sim.call_at(self._down[1], self._restart, None)
         sim.call_in(0.0, self._publish)
 
@@ -145,19 +150,9 @@ class ModalV2(ControlPlane):
         # everything is the same as with one event each.
         lb, servers, call_at = self._lb, self.servers, self.sim.call_at
         cpu, delay = self.p.cpu_s, self.hop + self.p.request_s
-        if self._down is not None:  # faults.scheduler_down: scheduler 0 takes no request in [a, e)
-            a, e = self._down
-            now = self.sim.env._now
-            if a <= now + self.hop < e:
-                place, retry = self._place, self._retry
-                for sandbox in sandboxes:
-                    k = next(lb)
-                    if k == 0:  # no answer: the client's deadline passes and it sends the create again
-                        self.retries += 1
-                        call_at(now + self.detect_s, retry, sandbox)
-                    else:
-                        call_at(servers[k].done_at(cpu) + delay, place, (sandbox, k))
-                return
+        if self._down is not None and self.sim.env._now + self.hop < self._down[1]:
+            self._submit_around_outage(sandboxes)
+            return
         if "same_instant_placements" not in self.sim.shortcuts:
             place = self._place
             for sandbox in sandboxes:
@@ -178,6 +173,31 @@ class ModalV2(ControlPlane):
         if batch:
             call_at(at, place_all, batch)
 
+    def _submit_around_outage(self, sandboxes: range) -> None:
+        """faults.scheduler_down, for creates sent before the outage ends: one routed to scheduler 0 that reaches it
+        while it is down gets no answer, and one still in it when it dies (queued, or in its CPU step or request time)
+        is lost with it; either way the client sends it again when its deadline (``faults.scheduler_down_detect_s``
+        after it sent it) has passed, not before the death. The rest go as usual (one event each: the model's
+        shortcuts are off under faults)."""
+        a, _ = self._down
+        lb, servers, call_at, place, retry = self._lb, self.servers, self.sim.call_at, self._place, self._retry
+        cpu, delay = self.p.cpu_s, self.hop + self.p.request_s
+        now = self.sim.env._now
+        deadline = now + self.detect_s
+        dead_on_arrival = now >= self._crash_at  # it reaches scheduler 0 at or after its death
+        for sandbox in sandboxes:
+            k = next(lb)
+            if k == 0 and dead_on_arrival:
+                self.retries += 1
+                call_at(deadline, retry, sandbox)
+                continue
+            t = servers[k].done_at(cpu) + delay
+            if k == 0 and t >= a:  # still in scheduler 0 at its death (its service past the death is cut then)
+                self.retries += 1
+                call_at(max(a, deadline), retry, sandbox)
+            else:
+                call_at(t, place, (sandbox, k))
+
     def _place_all(self, batch: list[tuple[int, int]]) -> None:
         place, creation = self._place, self.creation
         for arg in batch:
@@ -187,12 +207,6 @@ class ModalV2(ControlPlane):
 
     def _place(self, arg: tuple[int, int]) -> None:
         sandbox, k = arg
-        if k == 0 and self._down is not None and self._down[0] <= self.sim.env._now < self._down[1]:
-            # in scheduler 0's queue when it died: lost with it; the client retries once its deadline passes (at the
-            # latest its deadline after the death)
-            self.retries += 1
-            self.sim.call_at(max(self.sim.env._now, self._down[0] + self.detect_s), self._retry, sandbox)
-            return
         worker = self._pick(k)
         group = self.own[k][worker % self.phases]
         group[worker] = group.get(worker, 0) + 1
@@ -290,6 +304,11 @@ class ModalV2(ControlPlane):
         self.stream_lag_max = max(self.stream_lag_max, lag)
         self.sim.call_in(lag, self._deliver, (group, snapshot))
         self.sim.call_in(p.publish_interval_s / p.publish_phases, self._publish)
+
+    def _crash(self, _arg: None) -> None:
+        """Scheduler 0 dies (faults.scheduler_down): the creates in it are lost (``_submit_around_outage`` retries
+        them), so the service booked for them is dropped."""
+        self.servers[0].cut(self.sim.env._now)
 
     def _restart(self, _arg: None) -> None:
         """Scheduler 0 is back (faults.scheduler_down), its memory of its own placements lost."""
