@@ -60,6 +60,15 @@ def estimate(sc: Scenario) -> Estimate:
             extra = sc.arrivals.rate * max(0.0, sc.arrivals.profile.peak() - 1.0) * (spike[1] - spike[0])
             tries = horizon / _slowest_retry(sc) if sc.clients.retry != "none" else 0.0
             events["a spike's retries"] = (extra * min(tries, 1e12), "a smaller spike, or a slower retry policy")
+    if sc.clients.timeout_s and sc.clients.retry != "none":
+        # every call out may time out and try again all run long, each try a new input (its own events) whose
+        # abandoned predecessor still runs
+        in_flight = at_start if closed else sc.arrivals.rate * sc.work.mean if sc.load == "arrivals" else 0.0
+        tries = horizon / sc.clients.timeout_s  # a try that times out lasts timeout_s
+        events["timed-out tries"] = (
+            EVENTS_PER_CALL * in_flight * min(tries, 1e12),
+            "lengthen clients.timeout_s, or give up sooner (clients.max_attempts)",
+        )
     if not (sc.approach != "server" and sc.function.containers):  # autoscaled: a decision per interval at most
         events["scaling decisions"] = (pools * horizon / sc.autoscaler.interval_s, "lengthen autoscaler.interval_s")
     memory = {
@@ -105,7 +114,9 @@ RETRIES = ("retries", "lengthen clients.backoff_base_s and clients.backoff_max_s
 GROWS = {
     "Load._send": RETRIES,  # a retry's new try (and a pooled call's)
     "ClosedLoop._resend": RETRIES,  # the proxy's callers' retry
-    "Load._reach": ("tries reaching the Function", ""),  # after overhead.submit: a call's first try or a retry
+    "Load._reach": ("tries reaching the Function", ""),
+    "Load._expire": ("timed-out tries", "lengthen clients.timeout_s, or give up sooner (clients.max_attempts)"),
+    "Load._send_timed": RETRIES,  # after overhead.submit: a call's first try or a retry
     "ContainerPool._tick": ("scaling decisions", "lengthen autoscaler.interval_s"),
     "ContainerPool._decide_from_zero": ("scaling decisions", "lengthen autoscaler.interval_s"),
     "Monitor._sample": ("monitor samples", ""),

@@ -21,6 +21,16 @@ A rejected single call is handled by the client's retry policy (modal 1.6.4 clie
   classical retrial queue's orbit, Falin and Templeton 1997); ``immediate``: at once (at the clock's next tick).
 With ``max_attempts`` > 0 a call rejected on its last try fails (kind as rejected) instead of retrying again. These
 are the policies users write around a call (assumptions); a retry storm they cause is stopped by the run budget.
+
+With ``timeout_s`` > 0 a caller stops waiting for an attempt that is not back that long after it was sent (as
+``asyncio.wait_for`` around ``.remote.aio()`` or ``FunctionCall.get(timeout=...)`` does): the attempt counts as
+rejected with kind ``timeout`` and the retry policy handles it as any rejection (``none``: the call fails). The
+input itself is *abandoned*, not cancelled: modal 1.6.4's client sends ``FunctionCallCancel`` only from
+``FunctionCall.cancel()``, never when a caller stops waiting, so the Function still runs it to its end (counted in
+``abandoned``; its work reaches nobody). The caller's call moves to a new row of the log for its next try, while the
+abandoned row stays the Function's until it is done with it (``CallLog.orphans``): a retry after a timeout adds an
+input without taking one away, the mechanism by which retries keep an overloaded Function overloaded (Bronson et al.,
+HotOS'21). Timeouts are modelled for single calls on the Function path without a stream cap.
 For the server approach the client owns an HTTP connection pool of ``connection_limit`` connections instead.
 
 On the Function path a call reaches the Function's accept ``overhead.submit`` after it is issued (models/inputs/
@@ -61,6 +71,14 @@ class ClientParams:
     retry_delay_s: float = param(1.0, gt=0, source="assumption", doc="fixed: the delay; random: its mean")
     max_attempts: int = param(
         0, ge=0, le=1_000_000, source="assumption", doc="give up after this many tries of a call (0: never)"
+    )
+    timeout_s: float = param(
+        0.0,
+        ge=0,
+        source="assumption: a caller's own deadline (asyncio.wait_for, FunctionCall.get(timeout=...)); modal 1.6.4 "
+        "does not cancel an input whose caller stops waiting, so it runs on",
+        doc="a caller gives up on an attempt not back this many seconds after it was sent (kind timeout, then the "
+        "retry policy); the input still runs; 0 = waits forever; single calls on the Function path only",
     )
     reissue: bool = param(
         True,
@@ -149,6 +167,13 @@ class Load:
             self._delays = [cp.retry_delay_s if cp.retry == "fixed" else tick]
         self._random = PerClient(streams, "retry", Exponential(cp.retry_delay_s)) if cp.retry == "random" else None
         self._call_at = sim.call_at
+        # clients.timeout_s: each attempt's deadline by row, the attempts abandoned (the wrappers are in place before
+        # anything takes ``_send``, ``done`` or ``work_ended``)
+        self._timeout = cp.timeout_s
+        self._deadline: dict[int, float] = {}
+        self.abandoned = 0
+        if self._timeout:
+            self._send, self.done, self._rejected = self._send_timed, self._done_timed, self._rejected_timed
         self._send_cb = self._send  # one bound method for every retry's entry, not one each
         self.rejections: dict[str, int] = {}  # every rejected attempt, retried or not, by kind
         self.lost: dict[str, float] = {}  # input-seconds lost to rejections, by kind (models/inputs/monitor.py)
@@ -263,6 +288,49 @@ class Load:
         else:
             self.lost[kind] = self.lost.get(kind, 0.0) + self._windowed(self.loss_of_failure(call))
             self._failed(call, kind)
+
+    # --- timeouts (clients.timeout_s) --------------------------------------------------------------------------
+    def _arm(self, call: int) -> None:
+        """An attempt of ``call`` leaves now: it times out at now + timeout_s unless it is back or rejected first."""
+        at = self._deadline[call] = self.env._now + self._timeout
+        self._call_at(at, self._expire, call)
+
+    def _send_timed(self, call: int) -> None:
+        self._arm(call)
+        Load._send(self, call)
+
+    def _expire(self, call: int) -> None:
+        """A deadline passed: if it is still the attempt's (not back, not rejected, the row not since reused by
+        another attempt with another deadline), the caller stops waiting. The input stays the Function's (an
+        orphan of the log, kind ``abandoned``); the call goes on in a new row as a rejection of kind ``timeout``."""
+        if self._deadline.get(call) != self.env._now:
+            return
+        del self._deadline[call]
+        log = self.log
+        log.kind[call] = "abandoned"  # (a kind: nothing that is back with one follows it with a next call)
+        log.orphans.add(call)
+        self.abandoned += 1
+        again = log.new(log.client[call], log.issued[call], log.work[call])
+        if log.initial[call]:
+            log.initial[again] = 1
+        if call in log.attempts:
+            log.attempts[again] = log.attempts[call]
+        self._rejected(again, "timeout")
+
+    def _rejected_timed(self, call: int, kind: str) -> None:
+        if call in self.log.orphans:  # an abandoned input rejected as it arrives: nobody hears of it
+            self.rejections[kind] = self.rejections.get(kind, 0) + 1
+            self.log.discard(call, self.env._now)
+            return
+        self._deadline.pop(call, None)
+        Load._rejected(self, call, kind)
+
+    def _done_timed(self, call: int) -> None:
+        if call in self.log.orphans:  # the Function is done with an abandoned input
+            self.log.discard(call, self.env._now)
+            return
+        self._deadline.pop(call, None)
+        Load.done(self, call)
 
     # --- coming back -----------------------------------------------------------------------------------------
     def done(self, call: int) -> None:
@@ -454,7 +522,10 @@ class ClosedLoop(Load):
             if call in self._next:
                 work, out = self._next.pop(call)
                 self.outstanding += 1
-                self.sim.call_in(out, self._reach, self.log.new(self.log.client[call], now, work))
+                nxt = self.log.new(self.log.client[call], now, work)
+                if self._timeout:
+                    self._arm(nxt)
+                self.sim.call_in(out, self._reach, nxt)
         elif self.reissue and now < self.duration and call not in self._kinds:
             # new_call, inlined: every call but the first of each slot is made here
             client = self._client[call]

@@ -90,6 +90,12 @@ class _Scenario(Described):
             raise ValueError(
                 'clients.api: "map" is for closed-loop clients (load = "clients") of the remote or spawn approach'
             )
+        cp = self.clients
+        if cp.timeout_s and (self.approach not in ("remote", "spawn") or cp.api != "single" or cp.streams):
+            raise ValueError(
+                "clients.timeout_s: modelled for single calls on the Function path (approach remote or spawn, "
+                'clients.api = "single", clients.streams = 0)'
+            )
         APPROACHES[self.approach].check(self)
 
     def ideal_calls_per_s(self) -> float:

@@ -63,6 +63,13 @@ COUNTED = Metrics(
     ),
     Metric("cold_starts", "containers", "sum", "containers started over the whole run"),
     Metric(
+        "abandoned",
+        "inputs",
+        "sum",
+        "inputs whose caller stopped waiting (clients.timeout_s) and that the Function still ran or held: work that "
+        "reaches nobody",
+    ),
+    Metric(
         "container_seconds",
         "container-s",
         "sum",
@@ -153,7 +160,8 @@ class Part:
         self.load.begin()
         self.sim.run(until=sc.duration_s + sc.drain_s)  # or until its last call in flight is back
         self.summary = None
-        if not self.load.outstanding and not records:  # every call is back: fold them now, keep one part's rows
+        if not self.load.outstanding and not self.log.orphans and not records:
+            # every call is back (and no abandoned input holds a row): fold them now, keep one part's rows
             self.summary = self.log.close_out()
             self.log.release()
 
@@ -177,6 +185,7 @@ class Part:
                 "rejections_by_kind": dict(self.load.rejections),
                 "containers_peak": sum(p.peak for p in pools),
                 "cold_starts": sum(p.cold_starts for p in pools),
+                "abandoned": self.load.abandoned,
                 "backlog_longest_s": self.monitor.backlog_longest_s,
                 "events": self.sim.events,
             },

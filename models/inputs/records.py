@@ -44,6 +44,9 @@ class CallLog:
         self.keep = keep
         self.summary = CallSummary(window)
         self._free: list[int] = []  # rows of inputs that are back, to reuse
+        # rows a caller no longer waits for (clients.timeout_s) that the Function still holds: never folded into the
+        # summary (no call of the callers'), reused once the Function is done with them (``discard``)
+        self.orphans: set[int] = set()
         self._closed: list[int] = []  # rows of inputs back, not yet folded into the summary
         # ``close(call)``: the input is back for good (``finished`` is set); it is folded into the summary with the
         # first CHUNK rows closed after the last fold, when a new row is wanted or the run ends (the same chunks,
@@ -97,6 +100,21 @@ class CallLog:
         self.client.frombytes(bytes(8 * kept))
         self.initial.extend(bytes(kept))
 
+    def discard(self, call: int, now: float) -> None:
+        """The Function is done with the orphan ``call`` (``orphans``): kept records hold it as an input of kind
+        ``abandoned`` that ended ``now``; else its row is reset, as a fold resets one, and reused."""
+        self.orphans.remove(call)
+        if self.keep:
+            self.finished[call] = now
+            return
+        self.client[call] = 0
+        self.started[call] = NAN
+        self.finished[call] = NAN
+        self.initial[call] = 0
+        for sparse in (self.items, self.kind, self.attempts):
+            sparse.pop(call, None)
+        self._free.append(call)
+
     def _fold(self, rest: bool = False) -> None:
         """Fold the rows closed into the summary, CHUNK at a time (and the rest, if ``rest``)."""
         closed = self._closed
@@ -131,6 +149,7 @@ class CallLog:
         self._fold(rest=True)
         out = np.isnan(np.frombuffer(self.finished, dtype=float))
         out[self._free] = False  # free rows (reset, not out: no input holds them)
+        out[list(self.orphans)] = False  # abandoned inputs the Function still holds: nobody's call
         if out.any():
             a = self.arrays()
             self.summary.add({c: v[out] for c, v in a.items() if c != "client"})
