@@ -1,7 +1,8 @@
 """The recovery what-if: after a traffic spike, does a Function come back, and how long does it take, under each of
 the callers' retry policies? ``python -m experiments.whatif recovery [--policies ...] [--spikes ...]``.
 
-For each policy (``clients.retry``, and ``clients.max_attempts`` written ``policy:N``) and each spike factor F, the
+For each policy (``clients.retry``, ``clients.max_attempts`` written ``policy:N`` and the callers' timeout
+``clients.timeout_s`` written ``policy@T``) and each spike factor F, the
 scenario runs with ``arrivals.shape = spike(AT_S, LENGTH_S, F)`` over ``--seeds`` seeds, and models/inputs/
 recovery.py measures each run: recovered or not within the run, the recovery time, the work lost and the attempts per
 successful call. The *edge* of a policy is the largest spike after which every seed recovered within the run (the
@@ -42,9 +43,19 @@ SPIKES = "2,4,8,16,32"
 
 
 def policy_sets(policy: str) -> list[str]:
-    """``retry[:max_attempts]`` as scenario settings (ScenarioError naming ``--policies`` if malformed)."""
+    """``retry[:max_attempts][@timeout_s]`` as scenario settings (ScenarioError naming ``--policies`` if
+    malformed)."""
+    policy, _, timeout = policy.partition("@")
     retry, _, attempts = policy.partition(":")
     sets = [f"clients.retry={retry.strip()}"]
+    if timeout:
+        try:
+            t = float(timeout)
+        except ValueError:
+            t = math.nan
+        if not 0 < t <= 1e6:
+            raise ScenarioError(f"--policies: {policy}@{timeout}: the timeout after '@' must be seconds, > 0, <= 1e6")
+        sets.append(f"clients.timeout_s={t:g}")
     if attempts:
         if not attempts.strip().isdigit() or not 1 <= int(attempts) <= 1000:
             raise ScenarioError(f"--policies: {policy!r}: the attempts after ':' must be a whole number from 1 to 1000")
@@ -67,7 +78,12 @@ def measure(scenario: str, sets: list[str], params: list[str], seed: int, band: 
     sc = load_scenario(scenario, sets, params)
     trigger = sc.arrivals.profile.trigger() if sc.load == "arrivals" else None
     if trigger is None:
-        raise ScenarioError("arrivals.shape: the recovery question needs load = arrivals with a spike(...) shape")
+        trigger = sc.faults.trigger()  # a slow-down (models/inputs/faults.py)
+    if trigger is None:
+        raise ScenarioError(
+            "arrivals.shape: the recovery question needs a trigger: load = arrivals with a spike(...) shape, or a "
+            "slow-down (faults.slow_s)"
+        )
     series: dict = {}
     m = run_scenario(sc, seed, series=series, records=True)
     r = m.pop("records")

@@ -493,7 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--policies",
         default=recovery_.POLICIES,
-        help=f"recovery: clients.retry policies, ':N' for max_attempts (default {recovery_.POLICIES})",
+        help="recovery: clients.retry policies, ':N' for max_attempts, '@T' for clients.timeout_s "
+        f"(default {recovery_.POLICIES})",
     )
     p.add_argument("--spikes", default=recovery_.SPIKES, help=f"recovery: spike factors (default {recovery_.SPIKES})")
     p.add_argument("--spike-at", default="600", help="recovery: when the spike starts, s (default 600)")

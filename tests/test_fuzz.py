@@ -245,6 +245,53 @@ def test_a_bad_value_of_any_fault_key_exits_2_naming_it(key, bad, monkeypatch_en
     assert rc == 2 and len(lines) == 1 and key in lines[0], (key, bad, lines)
 
 
+# --- the load test's faults, the Function's retries and the callers' timeouts --------------------------------------
+# As for the sandboxes: each example turns a crash or a slow-down on (or sets the Function's retries or the callers'
+# timeout) with values from anywhere, on the Function path or off it (an error naming the key).
+INPUT_FAULT_KEYS = sorted(
+    k for k in KEYS["loadtest-spawn"] if k.startswith(("faults.", "function.retr")) or k == "clients.timeout_s"
+)
+INPUT_FAULT_ON = [
+    ["faults.crash_at_s=1", "faults.crash_containers=2"],
+    ["faults.slow_at_s=1", "faults.slow_s=1", "faults.slow_factor=3"],
+    ["faults.crash_containers=1", "function.retries=2"],
+    ["clients.timeout_s=2", "clients.retry=backoff"],
+]
+
+
+@st.composite
+def input_fault_lines(draw: st.DrawFn) -> list[str]:
+    preset = draw(st.sampled_from(["loadtest-spawn", "loadtest-remote", "mmc", "loadtest-server"]))
+    sets = [*SMALL["function"], *draw(st.sampled_from(INPUT_FAULT_ON))]
+    keys = draw(st.lists(st.sampled_from(INPUT_FAULT_KEYS), min_size=1, max_size=3, unique=True))
+    sets += [f"{k}={draw(fault_values)}" for k in keys]
+    return [preset, *(x for s in sets for x in ("--set", s)), "--json"]
+
+
+@settings(max_examples=max(30, FUZZ_EXAMPLES // 3), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+@given(argv=input_fault_lines())
+def test_any_fault_of_a_load_test_exits_0_or_2_with_one_line(argv, monkeypatch_env):
+    assert_0_or_2(run_cmd.main, argv)
+
+
+def test_the_load_test_fault_keys_are_the_schemas():
+    assert {k.split(".")[1].split("_")[0] for k in INPUT_FAULT_KEYS if k.startswith("faults.")} == {"crash", "slow"}
+    assert len(INPUT_FAULT_KEYS) == 5 + 4 + 1
+
+
+@pytest.mark.parametrize("key", INPUT_FAULT_KEYS)
+@pytest.mark.parametrize("bad", ["-1", "nan", "1e400", "x"])
+def test_a_bad_value_of_any_load_test_fault_key_exits_2_naming_it(key, bad, monkeypatch_env):
+    on = ["faults.crash_containers=1"] if key.startswith("function.retr") else []
+    err = io.StringIO()
+    sets = [*SMALL["function"], *on, f"{key}={bad}"]
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        rc = run_cmd.main(["loadtest-spawn", *(x for s in sets for x in ("--set", s)), "--json"])
+    lines = err.getvalue().strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and key in lines[0], (key, bad, lines)
+
+
 # --- the other commands: report, compare, calibration.fit ------------------------------------------------------
 OTHER_EXAMPLES = max(10, FUZZ_EXAMPLES // 5)
 # no explain phase: its line tracing slows a run past the time budget

@@ -120,13 +120,14 @@ class AutoscalerParams:
 
 
 class Container:
-    __slots__ = ("cpu_free", "idle_since", "listed", "retired", "running")
+    __slots__ = ("cpu_free", "crashed", "idle_since", "listed", "retired", "running")
 
     def __init__(self, now: float) -> None:
         self.running = 0  # inputs (or requests) in progress
         self.cpu_free = 0.0  # the web server's CPU is busy until then (models/inputs/approaches/server.py)
         self.idle_since = now
         self.retired = False
+        self.crashed = False  # it crashed (models/inputs/faults.py): gone with the inputs on it
         self.listed = False  # in its owner's list of containers with spare capacity
 
 
@@ -245,6 +246,21 @@ class ContainerPool:
             self.cold_starts += 1
             self.sim.call_in(self._cold_start(), self._ready, True)
         self.peak = max(self.peak, self.size)
+
+    def lose(self, dead: list[Container]) -> None:
+        """Ready containers crashed (models/inputs/faults.py): they leave the pool now, billed to now. A fixed pool
+        starts as many again (each after a cold start); an autoscaled one replaces them when it next decides."""
+        if not dead:
+            return
+        self._bill()
+        gone = {id(c) for c in dead}
+        self.ready = [c for c in self.ready if id(c) not in gone]
+        if self.workspace is not None:
+            self.workspace.resize(-len(dead))
+        if self.fixed:
+            self.launch(len(dead))
+        else:
+            self.poke()
 
     def scale_from_zero(self) -> None:
         """Work arrived at an empty pool: decide now rather than at the next tick (the first input or

@@ -22,8 +22,15 @@ limits, both per Function:
   (records' ``started``) and its work on the container, holding its slot. ``overhead.submit`` and ``overhead.result``
   (the end of its work, when the slot is freed, to the caller hearing back) are the callers' (models/inputs/clients.py).
 
-Left out: input timeouts and retries of failed inputs on the server side, the 2-minute cancel of a sync call
-whose caller left, result retention of spawned calls, and regions.
+Faults (models/inputs/faults.py, off by default): containers crash (``crash``: the inputs on them fail), and a
+failed input is retried by the Function as Modal's ``retries`` policy does (``function.retries``: after
+``retry_initial_delay_s`` × ``retry_backoff`` ** (retry − 1), at most ``retry_max_delay_s``; modal 1.6.4
+retries.py), back into the pending queue (it is not accepted again: an assumption) and through the start limit;
+past its retries it fails, error kind ``container_crash``. While a dependency is slow (``faults.slow_*``) an input's
+work takes ``slow_factor`` times as long, so added latency includes the slow-down.
+
+Left out: input timeouts on the server side, the 2-minute cancel of a sync call whose caller left, result retention
+of spawned calls, and regions.
 """
 
 from __future__ import annotations
@@ -116,6 +123,27 @@ class FunctionParams:
         le=100_000,
         doc="deployed app copies of the Function; caller i uses copy i mod copies; 0 = one per client",
     )
+    retries: int = param(
+        0,
+        ge=0,
+        le=100,
+        source="@app.function(retries=modal.Retries(max_retries=N)) (modal 1.6.4 retries.py: N >= 0; at most 100 "
+        "here, a bound of the model)",
+        doc="times the Function retries an input that failed (a crashed container: models/inputs/faults.py)",
+    )
+    retry_initial_delay_s: float = param(
+        1.0, ge=0, le=60, source="modal.Retries(initial_delay=...) (modal 1.6.4 retries.py: 0 .. 60 s, default 1)"
+    )
+    retry_backoff: float = param(
+        2.0,
+        ge=1,
+        le=10,
+        source="modal.Retries(backoff_coefficient=...) (modal 1.6.4 retries.py: 1 .. 10, default 2; retries=N as "
+        "an int is 1.0)",
+    )
+    retry_max_delay_s: float = param(
+        60.0, ge=1, le=60, source="modal.Retries(max_delay=...) (modal 1.6.4 retries.py: 1 .. 60 s, default 60)"
+    )
 
     def __post_init__(self) -> None:
         if self.target_inputs > self.max_inputs:
@@ -124,6 +152,10 @@ class FunctionParams:
     @property
     def target(self) -> int:
         return self.target_inputs or self.max_inputs
+
+    def retry_delay(self, retry: int) -> float:
+        """Seconds before the Function's ``retry``-th retry of a failed input (1, 2, ...): modal.Retries' rule."""
+        return min(self.retry_initial_delay_s * self.retry_backoff ** (retry - 1), self.retry_max_delay_s)
 
 
 class Function:
@@ -153,6 +185,12 @@ class Function:
         self._finish_cb = self._finish
         self._work = log.work
         self._started_at = log.started
+        self.log = log
+        self.fp = fp
+        # faults.crash (models/inputs/faults.py): the container and style of each input running, kept only then
+        self.on: dict[int, tuple[Container, int]] | None = None
+        self.tries: dict[int, int] = {}  # the Function's retries of each failed input so far (function.retries)
+        self.retried = 0  # retries of failed inputs the Function made
         self.pending: deque[tuple[int, int]] = deque()  # (call, style)
         self.n_pending = [0, 0]
         self.n_running = [0, 0]
@@ -213,6 +251,11 @@ class Function:
             if not self.accept[style].try_take(now):
                 return "rate_limited"
             self.accepted[style] += 1
+        self._admit(call, style, now)
+        return None
+
+    def _admit(self, call: int, style: int, now: float) -> None:
+        """An accepted input (or one the Function retries) joins: it starts at once if it can, else it waits."""
         self._in_system += 1
         if self._in_system > self.pool.quiet_hi:
             self.pool.poke()
@@ -228,6 +271,8 @@ class Function:
                 c.running += 1
                 self._started_at[call] = now
                 self.started += 1
+                if self.on is not None:
+                    self.on[call] = (c, style)
                 end = now + self._work[call]
                 if self._dispatch is not None:
                     end += self._dispatch()
@@ -236,7 +281,7 @@ class Function:
                     heappush(heap, (end, NORMAL, next(self._ids), self._finish_cb, (call, style, c)))
                 else:
                     self._call_at(end, self._finish_cb, (call, style, c))
-                return None
+                return
         pending.append((call, style))
         self.n_pending[style] += 1
         if len(pending) == 1:
@@ -249,7 +294,6 @@ class Function:
             if not self.pool.ready and not self.pool.starting:
                 self.pool.scale_from_zero()
             self._start_pending()
-        return None
 
     # --- starting --------------------------------------------------------------------------------------------
     def _container(self) -> Container | None:
@@ -294,6 +338,8 @@ class Function:
         c.running += 1
         self._started_at[call] = now
         self.started += 1
+        if self.on is not None:
+            self.on[call] = (c, style)
         end = now + self._work[call]
         if self._dispatch is not None:
             end += self._dispatch()
@@ -305,6 +351,10 @@ class Function:
 
     def _finish(self, arg: tuple[int, int, Container]) -> None:
         call, style, c = arg
+        if self.on is not None:
+            if c.crashed:
+                return  # it failed with its container (crash): this end never comes
+            del self.on[call]
         now = self.env._now
         self.n_running[style] -= 1
         self._in_system -= 1
@@ -319,6 +369,8 @@ class Function:
             self.n_running[nstyle] += 1
             self._started_at[nxt] = now
             self.started += 1
+            if self.on is not None:
+                self.on[nxt] = (c, nstyle)
             end = now + self._work[nxt]
             if self._dispatch is not None:
                 end += self._dispatch()
@@ -344,6 +396,40 @@ class Function:
                 else:
                     self._start_pending()  # schedules the limiter's wake-up
         self.on_done(call)  # the result sets out for the caller (overhead.result: the callers'); the slot is free
+
+    # --- faults (models/inputs/faults.py) ---------------------------------------------------------------------
+    def crash(self, n: int) -> int:
+        """``n`` of the ready containers (the first ones; all if fewer) crash now: they leave the pool at once and
+        the inputs on them fail, each retried by ``function.retries`` or failed for good. Returns the inputs lost."""
+        dead = self.pool.ready[:n]
+        for c in dead:
+            c.crashed = c.retired = True
+        self.pool.lose(dead)
+        failed = [(call, style) for call, (c, style) in self.on.items() if c.crashed]
+        for call, style in failed:
+            del self.on[call]
+            self.n_running[style] -= 1
+            self._in_system -= 1
+            self._failed(call, style)
+        if self._in_system < self.pool.quiet_lo:
+            self.pool.poke()
+        return len(failed)
+
+    def _failed(self, call: int, style: int) -> None:
+        """A started input failed: the Function retries it after modal.Retries' delay, or it fails for good (its
+        caller hears of it as it would of a result: kind ``container_crash``)."""
+        retry = self.tries.get(call, 0) + 1
+        if retry <= self.fp.retries:
+            self.tries[call] = retry
+            self.retried += 1
+            self.sim.call_in(self.fp.retry_delay(retry), self._retry, (call, style))
+        else:
+            self.log.kind[call] = "container_crash"
+            self.on_done(call)
+
+    def _retry(self, arg: tuple[int, int]) -> None:
+        call, style = arg
+        self._admit(call, style, self.env._now)
 
     def violations(self, now: float) -> list[str]:
         """What this Function's counts break of its limits' bounds by time ``now`` (models/inputs/invariants.py):

@@ -25,6 +25,7 @@ from models.inputs.billing import BillingParams
 from models.inputs.clients import ClientParams
 from models.inputs.demand import ArrivalParams, TraceParams
 from models.inputs.envelope import EnvelopeParams, extrapolated
+from models.inputs.faults import FaultParams
 from models.inputs.function import FunctionParams, LimitParams
 from models.inputs.monitor import LIMIT_METRICS, diagnosis
 from models.inputs.overhead import OverheadParams
@@ -70,6 +71,7 @@ class _Scenario(Described):
     trace: TraceParams = section(TraceParams)
     envelope: EnvelopeParams = section(EnvelopeParams)
     billing: BillingParams = section(BillingParams)
+    faults: FaultParams = section(FaultParams)
 
     def __post_init__(self) -> None:
         if self.warmup_s >= self.duration_s:
@@ -95,6 +97,14 @@ class _Scenario(Described):
             raise ValueError(
                 "clients.timeout_s: modelled for single calls on the Function path (approach remote or spawn, "
                 'clients.api = "single", clients.streams = 0)'
+            )
+        if self.faults.on and self.approach not in ("remote", "spawn"):
+            key = "crash_containers" if self.faults.crash_containers else "slow_s"
+            raise ValueError(f"faults.{key}: faults are modelled on the Function path (approach remote or spawn)")
+        if self.function.retries and not self.faults.crash_containers:
+            raise ValueError(
+                "function.retries: the Function retries failed inputs, and only a crash fails one "
+                "(faults.crash_containers)"
             )
         APPROACHES[self.approach].check(self)
 

@@ -27,6 +27,7 @@ from multiprocessing.connection import Connection, wait
 
 import numpy as np
 
+from models.inputs import faults
 from models.inputs.approaches import APPROACHES
 from models.inputs.base import Scenario
 from models.inputs.monitor import BACKLOG, Monitor
@@ -68,6 +69,12 @@ COUNTED = Metrics(
         "sum",
         "inputs whose caller stopped waiting (clients.timeout_s) and that the Function still ran or held: work that "
         "reaches nobody",
+    ),
+    Metric(
+        "function_retries",
+        "inputs",
+        "sum",
+        "failed inputs the Function retried (function.retries: a container crash, faults.crash_containers)",
     ),
     Metric(
         "container_seconds",
@@ -148,6 +155,8 @@ class Part:
         pools = [t.pool for t in self.targets if not t.pool.fixed]
         ws = sc.workspace
         self.workspace = Workspace(ws, pools) if (ws.max_containers or ws.launch_rate_per_s) and pools else None
+        if sc.faults.on:
+            faults.install(self.sim, sc.faults, self.targets)
         if parts > 1:  # client i calls copy i mod copies, held here from the part's first copy on
             self.load.route(sc.function.copies or sc.clients.count, approach.copies_of(sc, index, parts).start)
         else:
@@ -186,6 +195,7 @@ class Part:
                 "containers_peak": sum(p.peak for p in pools),
                 "cold_starts": sum(p.cold_starts for p in pools),
                 "abandoned": self.load.abandoned,
+                "function_retries": sum(getattr(t, "retried", 0) for t in self.targets),
                 "backlog_longest_s": self.monitor.backlog_longest_s,
                 "events": self.sim.events,
             },

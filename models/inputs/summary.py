@@ -15,7 +15,7 @@ from sim.stats import LogHistogram, finite, mean_ci95, mser5
 
 # Every kind of rejection or failure the input plane reports: accept limits (models/inputs/function.py), the HTTP
 # proxy (models/inputs/approaches/server.py) and a failed item of a batched chunk.
-ERROR_KINDS = ("rate_limited", "queue_full", "http_503", "http_429", "item_failed", "timeout")
+ERROR_KINDS = ("rate_limited", "queue_full", "http_503", "http_429", "item_failed", "timeout", "container_crash")
 
 
 @dataclass(frozen=True)
