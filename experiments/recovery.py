@@ -179,10 +179,14 @@ def figure(figures: dict[str, dict], out: dict, folder: Path) -> Path:
     for ax, (name, s) in zip(axes[:, 0], figures.items(), strict=True):
         ax.step(s["t"], s["offered_per_s"], where="post", label="offered (first tries/s)")
         ax.step(s["t"], s["served_per_s"], where="post", label="served (calls back/s)")
+        peak = float(np.nanmax(s["retries_per_s"])) if len(s["retries_per_s"]) else 0.0
+        label = f"retries (attempts/s, peak {peak:,.0f})"
+        ax.step(s["t"], s["retries_per_s"], where="post", color="tab:purple", lw=0.8, label=label)
         ax.axvspan(out["spike_at_s"], out["spike_at_s"] + out["spike_length_s"], color="0.85")
         ax.set_ylabel("calls/s")
         ax.set_title(f"clients.retry {name}", fontsize=9)
-        ax.set_ylim(0, 2.0 * max(s["served_per_s"].max(), out["pre_trigger_calls_per_s"]))  # the spike: off the top
+        # the spike's offered load and the retries may go off the top (the legend gives the retries' peak)
+        ax.set_ylim(0, 2.0 * max(s["served_per_s"].max(), out["pre_trigger_calls_per_s"]))
         ax2 = ax.twinx()
         ax2.step(s["t"], s["backlog"], where="post", color="0.4", linestyle="--", label="backlog (pending inputs)")
         ax2.step(s["t"], s["orbit"], where="post", color="tab:red", linestyle=":", label="orbit (waiting to retry)")
@@ -196,4 +200,31 @@ def figure(figures: dict[str, dict], out: dict, folder: Path) -> Path:
     path = folder / "recovery.png"
     fig.savefig(path, dpi=100)
     plt.close(fig)
+    return path
+
+
+def page(out: dict, png: Path, folder: Path) -> Path:
+    """The recovery question's report page (``recovery.html`` in ``folder``): the answer in words, its table and the
+    figure, one file."""
+    import base64
+    import html
+
+    from experiments.plan_page import STYLE
+
+    lines = words(out)
+    table = [line for line in lines if line.startswith(("policy ", *(f"{p} " for p in out["policies"])))]
+    rest = [line for line in lines if line not in table]
+    image = base64.b64encode(png.read_bytes()).decode()
+    body = (
+        f"<h1>What-if: recovery after a spike</h1><p>{html.escape(rest[0])}</p>"
+        f"<pre>{html.escape(chr(10).join(table))}</pre>"
+        + "".join(f"<p>{html.escape(line)}</p>" for line in rest[1:] if line.strip())
+        + "<h2>Offered and served load, retries, backlog and orbit around the largest spike</h2>"
+        f"<img alt='recovery around the largest spike' src='data:image/png;base64,{image}'>"
+    )
+    path = folder / "recovery.html"
+    path.write_text(
+        f"<!doctype html><html><head><meta charset='utf-8'><title>What-if: recovery</title><style>{STYLE}</style>"
+        f"</head><body>{body}</body></html>"
+    )
     return path

@@ -598,7 +598,8 @@ def _recovery(args: Any, seeds: int) -> int:
     out["seeds"] = seeds
     print(json.dumps(out, default=_json) if args.json else "\n".join(recovery_.words(out)))
     if args.out:
-        print(f"figure: {recovery_.figure(figures, out, args.out)}", file=sys.stderr)
+        png = recovery_.figure(figures, out, args.out)
+        print(f"figure: {png}\nreport: {recovery_.page(out, png, args.out)}", file=sys.stderr)
     return 0
 
 

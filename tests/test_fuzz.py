@@ -248,8 +248,10 @@ def test_a_bad_value_of_any_fault_key_exits_2_naming_it(key, bad, monkeypatch_en
 # --- the load test's faults, the Function's retries and the callers' timeouts --------------------------------------
 # As for the sandboxes: each example turns a crash or a slow-down on (or sets the Function's retries or the callers'
 # timeout) with values from anywhere, on the Function path or off it (an error naming the key).
+RETRY_KEYS = ("clients.retry", "clients.max_attempts", "clients.retry_delay_s", "clients.backoff_base_s",
+              "clients.backoff_max_s", "clients.timeout_s")  # fmt: skip
 INPUT_FAULT_KEYS = sorted(
-    k for k in KEYS["loadtest-spawn"] if k.startswith(("faults.", "function.retr")) or k == "clients.timeout_s"
+    k for k in KEYS["loadtest-spawn"] if k.startswith(("faults.", "function.retr")) or k in RETRY_KEYS
 )
 INPUT_FAULT_ON = [
     ["faults.crash_at_s=1", "faults.crash_containers=2"],
@@ -277,7 +279,7 @@ def test_any_fault_of_a_load_test_exits_0_or_2_with_one_line(argv, monkeypatch_e
 
 def test_the_load_test_fault_keys_are_the_schemas():
     assert {k.split(".")[1].split("_")[0] for k in INPUT_FAULT_KEYS if k.startswith("faults.")} == {"crash", "slow"}
-    assert len(INPUT_FAULT_KEYS) == 5 + 4 + 1
+    assert len(INPUT_FAULT_KEYS) == 5 + 4 + len(RETRY_KEYS)
 
 
 @pytest.mark.parametrize("key", INPUT_FAULT_KEYS)

@@ -576,7 +576,7 @@ class Faults:
 
 @dataclass(frozen=True)
 class WithFaults(loadtest.Scenario):
-    faults: Faults = field(default_factory=Faults)
+    chaos: Faults = field(default_factory=Faults)
 
 
 def test_a_key_no_shape_names_turns_every_shortcut_off_but_the_engines():
@@ -585,9 +585,9 @@ def test_a_key_no_shape_names_turns_every_shortcut_off_but_the_engines():
     calm = {"load": "arrivals", "function": {"containers": 2}, "limits": {"enabled": False}}
     calm["overhead"] = {"dispatch": "constant(0)", "submit": "constant(0.1)", "result": "constant(0.1)"}
     assert shortcuts["fifo"].matches(build(WithFaults, calm))
-    faulty = build(WithFaults, {**calm, "faults": {"container_failure_rate": 0.1}})
+    faulty = build(WithFaults, {**calm, "chaos": {"container_failure_rate": 0.1}})
     assert not any(s.matches(faulty) for s in shortcuts.members)
-    assert shortcuts["fifo"].mismatch(faulty).startswith("faults.container_failure_rate (not in the shape")
+    assert shortcuts["fifo"].mismatch(faulty).startswith("chaos.container_failure_rate (not in the shape")
 
 
 def test_every_key_a_shape_names_is_in_the_schema():

@@ -19,7 +19,8 @@ callers' retry policy added (1.0: none).
 ``series`` gives per bin the offered load (first attempts issued per second), the served load (the throughput), the
 backlog (pending inputs, from the monitor's samples: their mean in the bin), the orbit (calls out that are neither
 pending nor running: waiting to try again; their mean over the samples in the bin) and the retries of the calls issued
-in the bin (attempts beyond the first, per second of the bin): what the figure draws around the trigger."""
+in the bin (attempts beyond the first, per second of the bin): what the figure draws around the trigger. With caller
+timeouts the pending and running inputs include abandoned ones, so the orbit (at least 0) is then a lower bound."""
 
 from __future__ import annotations
 
@@ -73,9 +74,12 @@ def recovery(
         raise ValueError(
             f"the trigger [{t0:g}, {t1:g}) s must lie inside the window [{w0:g}, {w1:g}) s, a bin after its start"
         )
-    ok = np.asarray(records["ok"], dtype=bool)
-    issued, finished = np.asarray(records["issued"]), np.asarray(records["finished"])
-    attempts = np.asarray(records["attempts"])
+    # a call's attempt abandoned at its timeout (clients.timeout_s) keeps a row of its own (kind "abandoned"); the
+    # call goes on in another row, which carries its attempts: only the calls' rows count here
+    calls = np.asarray(records["kind"]) != "abandoned" if "kind" in records else slice(None)
+    ok = np.asarray(records["ok"], dtype=bool)[calls]
+    issued, finished = np.asarray(records["issued"])[calls], np.asarray(records["finished"])[calls]
+    attempts = np.asarray(records["attempts"])[calls]
     good = ok & ~np.isnan(finished)
     edges = np.arange(w0, w1 + bin_s * 1e-9, bin_s)
     if edges[-1] > w1:
@@ -107,7 +111,7 @@ def recovery(
         "pre_trigger_calls_per_s": pre_rate,
         "pre_trigger_latency_s": pre_latency if n_pre else None,
         "trigger_calls_per_s": int(during.sum()) / (t1 - t0),
-        "work_lost_s": float(np.asarray(records["work"])[~ok].sum()),
+        "work_lost_s": float(np.asarray(records["work"])[calls][~ok].sum()),
         "attempts_per_success": float(attempts.sum()) / success if success else None,
     }
     series = {
