@@ -6,14 +6,18 @@ a parameter file (e.g. one written by ``calibration.fit``) before the ``--set`` 
 test's independent parts (app copies under closed-loop clients: models/inputs/parts.py) on N processes; the numbers
 are the same whatever N. ``--metrics`` prints, instead of running, the metrics the scenario's run reports as its
 model declares them (sim/metrics.py): a markdown table of metric, unit, how parts combine and what it is.
+``--list`` prints the presets and the sweep specs (experiments/sweeps/NAME.toml), one line each.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
 import sys
+import tomllib
+from pathlib import Path
 
 from experiments import uncertainty
 from experiments.cli import (
@@ -29,7 +33,30 @@ from experiments.cli import (
 )
 from models.registry import MODELS
 from sim import engine
-from sim.scenario import to_dict
+from sim.scenario import PRESETS, to_dict
+
+SWEEPS = Path(__file__).resolve().parent / "sweeps"
+
+
+def catalogue() -> str:
+    """The presets and the sweep specs, one line each: name and description (from each file's ``description``)."""
+
+    def lines(folder: Path) -> list[str]:
+        out = []
+        for path in sorted(folder.glob("*.toml"), key=lambda p: p.stem):
+            with path.open("rb") as f:
+                description = tomllib.load(f).get("description", "")
+            out.append(f"  {path.stem:22s} {description}")
+        return out
+
+    return "\n".join(
+        [
+            "presets (python -m experiments.run NAME):",
+            *lines(PRESETS),
+            "sweep specs (python -m experiments.sweep NAME):",
+            *lines(SWEEPS),
+        ]
+    )
 
 
 def _finite(value: object) -> object:
@@ -44,8 +71,14 @@ def _finite(value: object) -> object:
 
 
 def parser() -> ArgParser:
-    p = ArgParser(prog="python -m experiments.run", description=__doc__.splitlines()[0])
-    p.add_argument("scenario", help="preset name or path to a scenario TOML file")
+    p = ArgParser(
+        prog="python -m experiments.run",
+        description=__doc__.splitlines()[0],
+        epilog=catalogue(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("scenario", nargs="?", help="preset name (listed below) or path to a scenario TOML file")
+    p.add_argument("--list", action="store_true", help="print the presets and sweep specs, one line each, and exit")
     add_set_option(p, "override a scenario key (repeatable), e.g. --set clients.count=64")
     p.add_argument(
         "--params",
@@ -81,6 +114,11 @@ def parser() -> ArgParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.list:
+        print(catalogue())
+        return 0
+    if args.scenario is None:
+        parser().error("SCENARIO: a preset name or a scenario TOML file is required (--list shows the presets)")
     if args.seed < 0:
         parser().error(f"--seed: must be >= 0, got {args.seed}")
     if args.jobs is not None and args.jobs < 1:

@@ -153,3 +153,23 @@ def test_app_copies_are_a_deployment_choice_and_copies_a_deprecated_alias_of_rem
     assert (outs[2]["scenario"]["approach"], outs[2]["scenario"]["function"]["copies"]) == ("spawn", 2)  # any style
     assert run.main(["loadtest-spawn", "--set", "approach=copie"]) == 2
     assert "approach: must be one of remote, spawn, batching, server" in capsys.readouterr().err
+
+
+def test_run_list_and_help_name_every_preset_and_sweep_spec_with_its_description(capsys):
+    import tomllib
+
+    from experiments import run as run_cmd
+    from sim.scenario import PRESETS
+
+    assert run_cmd.main(["--list"]) == 0
+    listed = capsys.readouterr().out
+    for folder in (PRESETS, run_cmd.SWEEPS):
+        for path in folder.glob("*.toml"):
+            with path.open("rb") as f:
+                description = tomllib.load(f)["description"]
+            assert f"  {path.stem:22s} {description}" in listed.splitlines(), path
+    with pytest.raises(SystemExit) as e:
+        run_cmd.main(["--help"])
+    assert e.value.code == 0 and "mmc " in capsys.readouterr().out
+    p = subprocess.run([sys.executable, "-m", "experiments.run"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--list" in p.stderr
