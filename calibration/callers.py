@@ -1,9 +1,9 @@
 """The client side of calibration runs: callers that drive the apps of ``calibration/apps`` and record traces.
 
-A load test is a closed loop (domain.md §1, the reference load test): ``clients`` clients each keep ``in_flight``
+A load test is a closed loop (docs/sources.md §1, the reference load test): ``clients`` clients each keep ``in_flight``
 calls outstanding for ``duration_s`` seconds; a call that returns is followed at once by the next; after the
 duration the caller waits up to ``drain_s`` for the calls in flight, then cancels the rest (their ``finished`` stays
-NaN). Batching runs rounds of ``round_items`` items per client in chunks (domain.md §1, way 3). The work of each
+NaN). Batching runs rounds of ``round_items`` items per client in chunks (docs/sources.md §1, way 3). The work of each
 call is drawn by the caller (uniform(work_min, work_max) seconds, each client from its own seeded generator, so its
 draws do not depend on which process runs it) and slept by the remote side. Each loop can run a share of the
 clients from a given start ``t0`` and return rows (``*_rows``): calibration/clients.py runs the shares in separate
@@ -18,15 +18,15 @@ assumption; ``started`` before ``issued`` in a trace shows the offset).
 
 Call styles (modal 1.6.4, modal/_functions.py): ``await f.remote.aio(x)``; ``fc = await f.spawn.aio(x)`` then
 ``await fc.get.aio()`` (way 1); app copies call copy ``client mod copies`` (way 2). A single ``.remote``/``.spawn``
-does not retry a rejection (domain.md §1), so a failed call ends its slot, as the simulator's ``clients.retry =
-"none"`` does. The server's callers use aiohttp (domain.md §1: "aiohttp is needed for high concurrency"), one
+does not retry a rejection (docs/sources.md §1), so a failed call ends its slot, as the simulator's ``clients.retry =
+"none"`` does. The server's callers use aiohttp (docs/sources.md §1: "aiohttp is needed for high concurrency"), one
 session per client with ``connection_limit`` connections, and retry 503 and 429 with capped exponential backoff
 (the simulator's ``clients.retry = "backoff"``). Every caller takes its target as an object with modal's method
 names, so tests pass in-process stand-ins.
 
 Error kinds (models/inputs/summary.py ``ERROR_KINDS``): a ``modal.exception.ResourceExhaustedError`` (gRPC
 RESOURCE_EXHAUSTED, modal/_grpc_client.py) is ``queue_full`` when its text names the pending-input queue ("reached
-pending input queue limit") and ``rate_limited`` otherwise ("Input rate limit (200/s) exceeded"; domain.md §1);
+pending input queue limit") and ``rate_limited`` otherwise ("Input rate limit (200/s) exceeded"; docs/sources.md §1);
 HTTP 503 and 429 are ``http_503`` and ``http_429``; anything else is ``other``.
 """
 
@@ -69,7 +69,7 @@ class CallFailed(Exception):
 
 
 def error_kind(exc: BaseException) -> str:
-    """The trace's error kind of a Modal exception (modal/exception.py; domain.md §1's rejection texts)."""
+    """The trace's error kind of a Modal exception (modal/exception.py; docs/sources.md §1's rejection texts)."""
     from modal.exception import ResourceExhaustedError
 
     if isinstance(exc, ResourceExhaustedError):
@@ -78,7 +78,7 @@ def error_kind(exc: BaseException) -> str:
 
 
 def http_kind(status: int) -> str:
-    """The trace's error kind of an HTTP status that is not a success (domain.md §1: 503 with no ready container,
+    """The trace's error kind of an HTTP status that is not a success (docs/sources.md §1: 503 with no ready container,
     429 above ``max_concurrency``)."""
     return {503: "http_503", 429: "http_429"}.get(status, "other")
 
@@ -136,7 +136,7 @@ def remote_call(fns: Sequence[Any], chunk: bool = False) -> Call:
 
 
 def spawn_call(fns: Sequence[Any], chunk: bool = False) -> Call:
-    """``fc = await fn.spawn.aio(x); await fc.get.aio()`` (domain.md §1, way 1)."""
+    """``fc = await fn.spawn.aio(x); await fc.get.aio()`` (docs/sources.md §1, way 1)."""
 
     async def call(client: int, works: list[float]) -> tuple[Any, int]:
         fn = fns[client % len(fns)]
@@ -338,7 +338,7 @@ async def rounds(
     clients: Sequence[int] | None = None,
 ) -> tuple[pd.DataFrame, float]:
     """Batching's closed loop: each client sends a round of ``round_items`` items as chunks of ``chunk_items`` (one
-    call each) and starts the next round when the whole round is back (domain.md §1, way 3)."""
+    call each) and starts the next round when the whole round is back (docs/sources.md §1, way 3)."""
     t0 = clock() if t0 is None else t0
     rows = await rounds_rows(call, load, round_items, chunk_items, t0, clients=clients, clock=clock, offset=offset)
     return calls_table(rows), t0

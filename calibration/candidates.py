@@ -118,7 +118,7 @@ HALF_RTT = Free(
     fmt="lognormal({:.4g}, 0.3)",  # the fitted median, a spread of σ 0.3 (an assumption: models/inputs/overhead.py)
     also=("overhead.result",),
 )
-# The server's CPU per request besides its sleep, on @app.server(cpu=1)'s one core (domain.md §1).
+# The server's CPU per request besides its sleep, on @app.server(cpu=1)'s one core (docs/sources.md §1).
 SERVER_CPU = Free("cpu_per_request_s", "server.cpu_per_request_s", 0.0002, 0.05, 0.004, (0.002, 0.006))
 START_BURST = Free("start_burst", "limits.start_burst", 1.0, 20000.0, 100.0, (10.0, 1000.0))
 # The rate falls back as fast as it ramped up (an assumption: models/inputs/startlimit.py), so the two move together.
@@ -132,7 +132,8 @@ START_RAMP = Free(
     log=False,
     also=("limits.start_relax_per_s",),
 )
-# Where a ramp carries the rate up, the base rate starts near the doc's "about 200/s" (domain.md §1); a smaller grid.
+# Where a ramp carries the rate up, the base rate starts near the doc's "about 200/s" (docs/sources.md §1); a smaller
+# grid.
 SERVER_CPU_FIT = replace(SERVER_CPU, grid=())
 RAMP_BASE = replace(START_RATE, start=200.0, grid=(200.0, 500.0))
 

@@ -1,4 +1,7 @@
-"""Fit the coldstart presets' shared platform parameters to domain.md §3: ``python -m calibration.fit coldstart``."""
+"""Fit the coldstart presets' shared platform parameters to docs/sources.md §3.
+
+Run: ``python -m calibration.fit coldstart``.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +10,8 @@ from pathlib import Path
 import numpy as np
 from scipy import optimize
 
-# domain.md §3, "Results": the container-start figures the coldstart presets are fitted to. Lazy starts are compared
-# by their mean ("a typical cold start"), restores by their median (the blog's p50).
+# docs/sources.md §3, "Results": the container-start figures the coldstart presets are fitted to. Lazy starts are
+# compared by their mean ("a typical cold start"), restores by their median (the blog's p50).
 COLDSTART_REFERENCE = {
     ("torch", "lazy", "cold_start_mean_s"): 5.0,
     ("torch", "snapshot", "cold_start_p50_s"): 1.05,
@@ -60,7 +63,7 @@ def fit_coldstart(seeds: list[int], path: Path) -> str:
     figs = coldstart_figures(values, seeds)
     lines = [
         "# Written by `python -m calibration.fit coldstart`: the platform parameters shared by the coldstart presets,",
-        "# fitted to domain.md §3's results by least squares on relative errors (seeds " + str(seeds) + ").",
+        "# fitted to docs/sources.md §3's results by least squares on relative errors (seeds " + str(seeds) + ").",
     ]
     for (program, mode, k), want in COLDSTART_REFERENCE.items():
         lines.append(f"#   {program} {mode} {k}: {figs[(program, mode, k)]:.3g} (measured {want:g})")

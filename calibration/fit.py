@@ -8,9 +8,9 @@ give the cold-start distribution; traces of sandbox creates the v2 request time.
 
 The reference load test:
 
-Every released figure of domain.md §1's measured table is a target (calibration/targets.py: calls/s, first 8,000 back,
-added-latency p50/p90/p99, containers and errors of spawn, app copies, batching and server, with issue 9's acceptance
-bands); the cells kept aside are predictions, reported and never fitted. Each candidate set of mechanisms
+Every released figure of docs/sources.md §1's measured table is a target (calibration/targets.py: calls/s, first 8,000
+back, added-latency p50/p90/p99, containers and errors of spawn, app copies, batching and server, with issue 9's
+acceptance bands); the cells kept aside are predictions, reported and never fitted. Each candidate set of mechanisms
 (calibration/candidates.py) is fitted by a grid then Nelder–Mead over its free parameters (calibration/search.py) on
 Σ((model − measured) / tolerance)² of the figures' means over seeds (calibration/objective.py); each fitted parameter
 gets a profile interval and a "not pinned down" flag; the candidate kept is the one with the most figures within their
@@ -238,7 +238,7 @@ def _loadtest(
     if args.out:
         cmd = shlex.join(["python", "-m", "calibration.fit", *(argv if argv is not None else sys.argv[1:])])
         scope = f"every approach but {args.leave_out}" if args.leave_out else "every approach"
-        what = [f"The reference load test (domain.md §1), fitted to the released figures of {scope}."]
+        what = [f"The reference load test (docs/sources.md §1), fitted to the released figures of {scope}."]
         what = what if reference else []
         what += [f"Fitted to the trace {src.trace.path} (method of simulated moments)." for src in traces]
         extra_runs = [*QUICK_RUNS, *args.sets] if args.quick else args.sets

@@ -45,7 +45,7 @@ class Experiment:
 
 
 def reference(approach: str) -> Experiment:
-    """The reference load test of an approach (domain.md §1): its way's preset (calibration/ways)."""
+    """The reference load test of an approach (docs/sources.md §1): its way's preset (calibration/ways)."""
     return Experiment(approach, WAYS[approach].preset)
 
 

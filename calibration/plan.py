@@ -1,5 +1,5 @@
 """A calibration run's plan (calibration/run.py; each way's, calibration/ways): the apps it deploys, the containers it
-may use, what it costs at most (domain.md §6's prices, models/inputs/billing.py), and the same in a few lines for
+may use, what it costs at most (docs/sources.md §6's prices, models/inputs/billing.py), and the same in a few lines for
 ``--dry-run``."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Plan:
         return BillingParams(self.cpu, self.memory_mib / 1024, 0.0, cpu_price, memory_price)
 
     def cost(self, cpu_price: float = CPU_PRICE, memory_price: float = MEMORY_PRICE) -> float:
-        """Upper-bound cost in $: container-seconds at domain.md §6's prices (models/inputs/billing.py)."""
+        """Upper-bound cost in $: container-seconds at docs/sources.md §6's prices (models/inputs/billing.py)."""
         return self.prices(cpu_price, memory_price).money(self.container_seconds)
 
 

@@ -3,8 +3,9 @@
     python -m calibration.run WHAT [--clients C --calls N --duration S ...] [--dry-run] [--yes] [--out DIR]
 
 WHAT: a way of calibration/ways (``WAYS``, one module each: its options, plan, simulator preset and driver):
-``remote``, ``spawn``, ``copies``, ``batching``, ``server`` (the reference load test's ways, domain.md §1),
-``coldstart`` (container starts, lazy vs snapshot, domain.md §3), ``sandboxes`` (sandbox creation, domain.md §2).
+``remote``, ``spawn``, ``copies``, ``batching``, ``server`` (the reference load test's ways, docs/sources.md §1),
+``coldstart`` (container starts, lazy vs snapshot, docs/sources.md §3), ``sandboxes`` (sandbox creation,
+docs/sources.md §2).
 
 - The apps (calibration/apps) are deployed as ``scalesim-cal-<what>-<run-id>`` (copies: ``...-copy-<i>``) with
   ``App.deploy(name=...)`` and always stopped with ``App.stop()`` (modal/app.py), in a ``finally``: after success,
@@ -12,9 +13,9 @@ WHAT: a way of calibration/ways (``WAYS``, one module each: its options, plan, s
 - The trace goes to ``calibration/data/<run-id>/<what>`` (``--out DIR``: ``DIR/<what>``), written by
   ``calibration.trace.write`` (kind ``calls``, ``starts`` or ``sandboxes``).
 - ``--dry-run`` prints the plan and an upper bound of its cost without credentials and without touching Modal:
-  container-seconds × the container's size × prices (domain.md §6: CPU $0.0000131 per core-second with a 0.125-core
-  minimum, memory $0.00000222 per GiB-second; ``--cpu-price``/``--memory-price``). The bound holds because every
-  Function's containers are capped (``max_containers``), every container lives at most the run's length (the app
+  container-seconds × the container's size × prices (docs/sources.md §6: CPU $0.0000131 per core-second with a
+  0.125-core minimum, memory $0.00000222 per GiB-second; ``--cpu-price``/``--memory-price``). The bound holds because
+  every Function's containers are capped (``max_containers``), every container lives at most the run's length (the app
   is stopped at the end), probes' containers are single-use with a startup timeout, and sandboxes have a timeout.
 - A real run asks for confirmation on stdin unless ``--yes``. Credentials are Modal's own (modal/config.py: token id
   and secret from ``~/.modal.toml`` or ``MODAL_TOKEN_ID``/``MODAL_TOKEN_SECRET``, or OAuth variables); this command

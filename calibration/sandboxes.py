@@ -1,4 +1,4 @@
-"""Fit the v2 create path's assumed leg to domain.md §2's timing: ``python -m calibration.fit sandboxes``.
+"""Fit the v2 create path's assumed leg to docs/sources.md §2's timing: ``python -m calibration.fit sandboxes``.
 
 The blog's figures are bounds, not values: the scheduling step (until the create request returns, placed and
 starting) "takes only tens of milliseconds", and time to interactive has a median "under half a second". The one leg
@@ -22,7 +22,7 @@ from scipy import optimize
 from calibration.report import write_settings
 from sim.scenario import ScenarioError
 
-SCHEDULE_BAND_S = (0.010, 0.099)  # "tens of milliseconds" (domain.md §2, Timing)
+SCHEDULE_BAND_S = (0.010, 0.099)  # "tens of milliseconds" (docs/sources.md §2, Timing)
 SCHEDULE_TARGET_S = math.sqrt(SCHEDULE_BAND_S[0] * SCHEDULE_BAND_S[1])
 TTI_P50_BOUND_S = 0.5  # "median under half a second"
 # the runs the fit takes its figures from: the preset's fleet fill and client, 100,000 sandboxes (about 5 s of creates)
@@ -59,7 +59,7 @@ def fit_sandboxes(seeds: list[int], path: Path, want: float | None = None, trace
     figs = sandbox_figures(request, seeds)
     lo, hi = SCHEDULE_BAND_S
     aim = f"the middle of {lo * 1000:g}–{hi * 1000:g} ms" if want is None else "the traces' median"
-    source = "domain.md §2 ('tens of milliseconds')" if want is None else f"the traces {', '.join(traces)}"
+    source = "docs/sources.md §2 ('tens of milliseconds')" if want is None else f"the traces {', '.join(traces)}"
     comments = [
         f"Written by `python -m calibration.fit {' '.join(traces) or 'sandboxes'}`: the v2 create path's request",
         f"time in the scheduler, fitted to {source} on sandboxes-v2 with {', '.join(FIT_RUNS)}, seeds {seeds}.",

@@ -1,6 +1,6 @@
 """What a fit aims at: targets (a measured figure and its band) and predictions (reported, never fitted).
 
-The reference load test's measured table is data, calibration/reference/loadtest.toml (domain.md §1, "Measured": 8
+The reference load test's measured table is data, calibration/reference/loadtest.toml (docs/sources.md §1, "Measured": 8
 clients × 1,000 calls in flight, work uniform(1, 10) s, 60 s). Every released cell is a ``Target``; the cells marked
 "kept aside" are ``Prediction``s: the model's value is reported next to them, never fitted (their measured values are
 not released to the project, so there is nothing to fit them to). A recorded trace's figures are targets too, with a
@@ -42,7 +42,7 @@ class Target:
     """One released cell of the measured table: the figure the model must reproduce within its band.
 
     ``metric`` is the model metric compared with the cell (default: ``figure`` itself). The harness's counting rule
-    for calls/s is not published (domain.md §1); every approach uses the model's ``calls_per_s``, one rule for all
+    for calls/s is not published (docs/sources.md §1); every approach uses the model's ``calls_per_s``, one rule for all
     (README, "Counting rules"): calls issued in the 60 s window that come back successfully, whenever they come back.
     Calls back inside the window (``calls_back_per_s``) cannot reach batching's measured 800: its ~10 s rounds
     complete inside 60 s only five times.

@@ -1,5 +1,5 @@
 """The control-plane fault table: v1, v2 and Kubernetes under each fault that applies to them, at each scale
-(models/sandboxes/faults.py; domain.md §2's claim that v2 has "no single point of failure").
+(models/sandboxes/faults.py; docs/sources.md §2's claim that v2 has "no single point of failure").
 
 ``python -m experiments.faults [--counts 100000,1000000] [--length 5] [--dead 1000] [--seed 0] [--out FILE.md]``
 

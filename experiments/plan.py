@@ -4,7 +4,7 @@
 The user describes the Function once (a scenario and ``--set``s: max_inputs, target_inputs, max_containers, the work,
 the container's size in ``billing``) and the demand (``--rate`` calls/s, optionally × a ``--shape``), and sets the
 constraints (``--p99``, ``--p50``: added latency; errors: none; calls/s: at least 97% of the rate). For each way of
-domain.md §1 the plan finds the cheapest configuration that meets them **with headroom** against every limit:
+docs/sources.md §1 the plan finds the cheapest configuration that meets them **with headroom** against every limit:
 
 - ``remote``: the Function as it is (one deployment, ``.remote``);
 - ``spawn``: the same Function called with ``.spawn`` (its own accept limit, the same start limit);

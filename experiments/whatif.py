@@ -6,7 +6,7 @@
   the resource never hurts (monotone), and the answer's next-cheaper value is always among those simulated and shown
   to fail.
 - ``autoscaler``: the min_containers, buffer_containers and scaledown window that keep p99 ≤ ``--p99`` at the fewest
-  container-seconds under a demand shape (default: domain.md §7's daily shape), checked on the shape's busiest
+  container-seconds under a demand shape (default: docs/sources.md §7's daily shape), checked on the shape's busiest
   window of the run's length (a day: the week's peak day), not its first. Search: for each (buffer, window) of
   a small grid, bisection on min_containers (p99 falls as it rises); the cheapest passing configuration wins. Every
   simulated configuration is a point of the latency-versus-cost frontier drawn in the HTML report (``--out``).

@@ -1,4 +1,4 @@
-"""Container start: a lazy-loaded filesystem versus memory-snapshot restore (domain.md §3).
+"""Container start: a lazy-loaded filesystem versus memory-snapshot restore (docs/sources.md §3).
 
 A start is five named phases: ``placement``, ``runtime_create`` (the gVisor sandbox), ``filesystem`` (lazy: the
 program's file reads; snapshot: the restore and the pages file), ``imports_init`` (lazy: the program's init compute;
@@ -8,8 +8,8 @@ snapshot: what runs after restore, under CPU pressure from eager page loading, p
 Lazy loading (a program is its file operations, distinct files, bytes read and init compute): every operation pays
 the FUSE indirection ``op_s``; each distinct file costs where its data is: the page cache (a start on the same worker
 within ``page_cache_ttl_s``), the worker's disk cache (any earlier start of the program on the worker), or the
-network (``network_file_s`` a file, tens of ms, domain.md §3), and its bytes at that place's bandwidth. So the first
-container of a program on a worker is colder than the tenth: warmth is per-worker state.
+network (``network_file_s`` a file, tens of ms, docs/sources.md §3), and its bytes at that place's bandwidth. So the
+first container of a program on a worker is colder than the tenth: warmth is per-worker state.
 
 Snapshot restore: ``restore_s`` (``runsc restore``), then the process runs while the pages file loads in the
 background; it blocks on the pages it touches (``working_set`` of the pages file, loaded first), at the host's
@@ -53,11 +53,11 @@ GIB = 1024.0
 
 @dataclass(frozen=True)
 class ProgramParams:
-    file_ops: int = param(32_302, ge=0, source="domain.md §3: `import torch` makes 32,302 system calls")
-    distinct_files: int = param(1_335, ge=0, source="domain.md §3: over 1,335 distinct files")
+    file_ops: int = param(32_302, ge=0, source="docs/sources.md §3: `import torch` makes 32,302 system calls")
+    distinct_files: int = param(1_335, ge=0, source="docs/sources.md §3: over 1,335 distinct files")
     read_mib: float = param(400.0, ge=0, source="assumption: bytes read at import (torch's shared libraries)")
     init_s: float = param(1.0, ge=0, source="assumption: CPU time of imports and init, data local")
-    pages_mib: float = param(500.0, ge=1, source="assumption: the pages file (domain.md §3: 100 MiB – 10 GiB)")
+    pages_mib: float = param(500.0, ge=1, source="assumption: the pages file (docs/sources.md §3: 100 MiB – 10 GiB)")
     working_set: float = param(0.4, gt=0, le=1, source="assumption: share of the pages the process touches at once")
     after_restore_s: float = param(0.05, ge=0, source="assumption: CPU work left after restore (snap=False enter)")
     gpu_setup_s: float = param(0.0, ge=0, source="assumption: re-creating GPU state after restore (0: CPU only)")
@@ -69,28 +69,32 @@ class ColdStartParams:
     starts: int = param(400, ge=1, doc="container starts simulated")
     start_interval_s: float = param(30.0, gt=0, doc="time between starts (Poisson)")
     workers: int = param(60, ge=1, le=1_000_000, source="assumption: workers a Function's containers land on")
-    host_types: int = param(6, ge=1, le=1000, source="domain.md §3: ~6 worker types for CPU functions, 2–3 for GPU")
+    host_types: int = param(
+        6, ge=1, le=1000, source="docs/sources.md §3: ~6 worker types for CPU functions, 2–3 for GPU"
+    )
     deploy_interval_s: float = param(0.0, ge=0, doc="time between redeploys (0: never)")
-    restore_failure_prob: float = param(0.01, ge=0, le=1, source="assumption: restores that fail (domain.md §3)")
-    recreate_on_failure: bool = param(True, source="domain.md §3: GPU snapshot failures re-create the snapshot")
+    restore_failure_prob: float = param(0.01, ge=0, le=1, source="assumption: restores that fail (docs/sources.md §3)")
+    recreate_on_failure: bool = param(True, source="docs/sources.md §3: GPU snapshot failures re-create the snapshot")
     placement_s: float = param(0.05, ge=0, source="assumption: the scheduler places the container")
-    runtime_create_s: float = param(0.35, ge=0, source="domain.md §1 'boot in about one second' (assumption: 0.35 s)")
+    runtime_create_s: float = param(
+        0.35, ge=0, source="docs/sources.md §1 'boot in about one second' (assumption: 0.35 s)"
+    )
     first_input_s: float = param(0.05, ge=0, source="assumption: the first input reaches the container")
     op_s: float = param(8.07e-05, ge=0, source="fitted to the coldstart presets (calibration/fit.py coldstart)")
     network_file_s: float = param(
         0.0005,
         ge=0,
-        source="fitted (at its lower bound): a first read on a worker; domain.md §3 says a network "
+        source="fitted (at its lower bound): a first read on a worker; docs/sources.md §3 says a network "
         "read takes tens of ms, so most first reads must hit a nearer cache",
     )
-    network_gibps: float = param(1.7, gt=0, source="domain.md §3: 512 MiB in ~300 ms from the network")
-    disk_gibps: float = param(2.5, gt=0, source="domain.md §3: 512 MiB in ~200 ms from the worker's disk cache")
+    network_gibps: float = param(1.7, gt=0, source="docs/sources.md §3: 512 MiB in ~300 ms from the network")
+    disk_gibps: float = param(2.5, gt=0, source="docs/sources.md §3: 512 MiB in ~200 ms from the worker's disk cache")
     disk_file_s: float = param(0.0005, ge=0, source="assumption: a file's first read from the worker disk cache")
     page_cache_ttl_s: float = param(300.0, ge=0, source="assumption: how long a worker keeps a program's pages")
     restore_s: float = param(0.425, ge=0, source="fitted to the coldstart presets (calibration/fit.py coldstart)")
-    pages_gibps: float = param(2.0, gt=0, source="domain.md §3: ~2 GiB/s per host expected")
-    pages_tail_sigma: float = param(0.405, ge=0, source="fitted: 'much lower in the tail' (domain.md §3)")
-    cpu_pressure: float = param(0.5, ge=0, source="domain.md §3: stalls up to 900 ms/s (assumption: 0.5 s/s)")
+    pages_gibps: float = param(2.0, gt=0, source="docs/sources.md §3: ~2 GiB/s per host expected")
+    pages_tail_sigma: float = param(0.405, ge=0, source="fitted: 'much lower in the tail' (docs/sources.md §3)")
+    cpu_pressure: float = param(0.5, ge=0, source="docs/sources.md §3: stalls up to 900 ms/s (assumption: 0.5 s/s)")
     snapshot_write_gibps: float = param(1.0, gt=0, source="assumption: writing the pages file at snapshot creation")
     program: ProgramParams = section(ProgramParams)
 

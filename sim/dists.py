@@ -110,7 +110,7 @@ class Uniform(Dist):
         return min(1.0, max(0.0, (x - self.a) / (self.b - self.a)))
 
     def expected_max(self, n: int) -> float:
-        # domain.md §4: E[max of n uniform(a, b)] = a + (b − a)·n/(n + 1)
+        # docs/sources.md §4: E[max of n uniform(a, b)] = a + (b − a)·n/(n + 1)
         return self.a + (self.b - self.a) * n / (n + 1)
 
     def __str__(self) -> str:
@@ -132,7 +132,7 @@ class Exponential(Dist):
         return 1.0 - math.exp(-x / self.scale) if x > 0 else 0.0
 
     def expected_max(self, n: int) -> float:
-        # domain.md §4: H_n / μ, with 1/μ the mean
+        # docs/sources.md §4: H_n / μ, with 1/μ the mean
         return self.scale * float(special.digamma(n + 1) + np.euler_gamma)
 
     def __str__(self) -> str:

@@ -1,7 +1,7 @@
-"""Token bucket: the shape of Modal's per-Function accept and start limits (domain.md §1, §4).
+"""Token bucket: the shape of Modal's per-Function accept and start limits (docs/sources.md §1, §4).
 
 A bucket of ``burst`` tokens refills at ``rate`` tokens per second; taking one token admits one input. Over any
-window of length t it admits at most ``burst + rate * t`` inputs (the oracle of domain.md §4).
+window of length t it admits at most ``burst + rate * t`` inputs (the oracle of docs/sources.md §4).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from calibration.targets import APPROACHES, PREDICTIONS, TARGETS, Target, predic
 from experiments.cli import load_scenario
 from sim.dists import LogNormal
 
-# domain.md §1, "Measured", copied by hand: every cell, None where the table says "(kept aside)".
+# docs/sources.md §1, "Measured", copied by hand: every cell, None where the table says "(kept aside)".
 MEASURED = {
     "spawn": (589, 34.6, 9.11, 13.6, 19.8, 12, 0),
     "copies": (1391, 18.2, 0.20, 1.48, 5.65, 19, 0),

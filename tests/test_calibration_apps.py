@@ -55,7 +55,7 @@ def test_loadtest_app_declares_the_four_ways() -> None:
     assert app.name == "scalesim-cal-test"
     assert set(fns) == {"work", "work_chunk", "work_batched", "WorkServer"}
     work = spec(fns["work"])
-    assert work["max_concurrent_inputs"] == 500  # @modal.concurrent(max_inputs=500): domain.md §1
+    assert work["max_concurrent_inputs"] == 500  # @modal.concurrent(max_inputs=500): docs/sources.md §1
     assert work["info"].cpu == 1.0 and work["info"].memory_mib == 1024
     assert work["autoscaler_settings"].max_containers == 7
     assert spec(fns["work_chunk"])["max_concurrent_inputs"] == 50
@@ -377,7 +377,7 @@ def test_dry_run_cost_follows_the_prices() -> None:
     assert math.isclose(plan.cost(0.0, 0.0), 0.0)
     small = calrun.make_plan(calrun.parser().parse_args(["spawn", "--run-id", "x", "--cpu", "0.125"]))
     tiny = calrun.make_plan(calrun.parser().parse_args(["sandboxes", "--run-id", "x", "--cpu", "0.125"]))
-    assert small.cpu == tiny.cpu == 0.125  # billed at the 0.125-core minimum (domain.md §6)
+    assert small.cpu == tiny.cpu == 0.125  # billed at the 0.125-core minimum (docs/sources.md §6)
 
 
 @pytest.mark.parametrize(

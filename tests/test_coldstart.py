@@ -1,6 +1,6 @@
-"""Container start (domain.md §3): the fitted presets, phase accounting, the restore formula, the lifecycle.
+"""Container start (docs/sources.md §3): the fitted presets, phase accounting, the restore formula, the lifecycle.
 
-The presets' checks against the blog are in sample: every outcome figure of domain.md §3 (torch ~5 s lazy, p50
+The presets' checks against the blog are in sample: every outcome figure of docs/sources.md §3 (torch ~5 s lazy, p50
 1.05 s and p0 0.69 s restored; Stable Diffusion ~13 s → 3.5 s; GPT-2 2.5× faster) is a target of
 ``calibration.fit coldstart`` (the blog's general "restore is about 2.5× faster" is the ratio the fit uses for
 GPT-2), and the section's other figures (bandwidths, cache speed-ups, CPU stalls) are the model's inputs. So §3

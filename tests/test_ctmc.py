@@ -1,4 +1,4 @@
-"""The autoscaler against Modal's own serverless queuing model (domain.md §4; issue 13), with tolerances from CIs
+"""The autoscaler against Modal's own serverless queuing model (docs/sources.md §4; issue 13), with tolerances from CIs
 over replications.
 
 The reference (github modal-labs/serverless-queuing-theory-model, ``model.py``) is a continuous-time Markov chain of
@@ -201,7 +201,7 @@ def ci95(x: list[float]) -> tuple[float, float]:
 
 @pytest.mark.parametrize("lam, c", [(0.7, 1), (2.4, 3)])
 def test_chain_without_scaledown_is_erlang_c(lam, c):
-    # θ = 0: the pool grows to N workers and stays, so the chain's equilibrium is M/M/N's (domain.md §4)
+    # θ = 0: the pool grows to N workers and stays, so the chain's equilibrium is M/M/N's (docs/sources.md §4)
     eq = Chain(lam, 1.0, 0.5, 0.0, workers=c).equilibrium()
     assert eq["truncated"] < 1e-12
     assert eq["latency"] == pytest.approx(erlang_c_wait(lam, 1.0, c), rel=1e-9)

@@ -1,4 +1,4 @@
-"""Token bucket against its oracles (domain.md §4)."""
+"""Token bucket against its oracles (docs/sources.md §4)."""
 
 from __future__ import annotations
 

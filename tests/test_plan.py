@@ -128,7 +128,7 @@ def test_the_plan_compares_every_way_and_picks_the_cheapest_that_meets_it(plan):
     out, _ = plan
     ways = {r["way"]: r for r in out["ways"]}
     assert list(ways) == ["remote", "spawn", "copies", "batching", "server"]
-    # one deployment admits 200 calls/s at most (domain.md §1): with 20% headroom 300/s needs 2 copies
+    # one deployment admits 200 calls/s at most (docs/sources.md §1): with 20% headroom 300/s needs 2 copies
     assert not ways["remote"]["meets"] and "accept_rate" in ways["remote"]["why"]
     assert ways["copies"]["meets"] and ways["copies"]["config"]["function.copies"] == 2
     passing = [r for r in out["ways"] if r["meets"]]

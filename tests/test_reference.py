@@ -1,4 +1,5 @@
-"""The calibrated model against the reference load test (domain.md §1): in sample, left out, and the baseline's failure.
+"""The calibrated model against the reference load test (docs/sources.md §1): in sample, left out, and the baseline's
+failure.
 
 In sample: every released figure of the measured table (calibration/targets.py ``TARGETS``) with the code's
 defaults, which are the parameters ``calibration.fit`` wrote to calibration/params/reference-loadtest.toml, within
@@ -82,7 +83,7 @@ def test_left_out_approach_predicted_by_the_fit_that_did_not_see_it(target: Targ
 
 
 def test_the_remote_baseline_fails_with_rate_limit_or_queue_full_errors():
-    # remote is a prediction of failure (domain.md §1: "fails", a rate limit), not a fit target
+    # remote is a prediction of failure (docs/sources.md §1: "fails", a rate limit), not a fit target
     m = loadtest.run(load_scenario("loadtest-remote", [], []), seed=0)
     assert m["errors"] > 0
     assert set(m["errors_by_kind"]) <= {"rate_limited", "queue_full"}
@@ -91,7 +92,7 @@ def test_the_remote_baseline_fails_with_rate_limit_or_queue_full_errors():
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_spawn_is_bound_by_its_start_limit(seed):
-    # domain.md §1: spawned inputs start more slowly than they are accepted (the start limit), not for want of
+    # docs/sources.md §1: spawned inputs start more slowly than they are accepted (the start limit), not for want of
     # containers: the input-seconds lost pending are mostly lost to the start limit
     m = loadtest.run(load_scenario("loadtest-spawn", [], []), seed=seed)
     assert m["binding_limit"] == "start_rate", m["binding_limit"]

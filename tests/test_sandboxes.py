@@ -1,4 +1,4 @@
-"""Sandbox creation under three control planes (domain.md §2): behaviour, theory, and the headline run."""
+"""Sandbox creation under three control planes (docs/sources.md §2): behaviour, theory, and the headline run."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_v1_workflow_backlog_grows_with_churn():
 
 
 def test_in_sample_kubernetes_5000_nodes_matches_its_fit_target():
-    # in sample: node_score_s was fitted to this point, domain.md §2's CI floor of 680-810 pods/s at 5,000 nodes
+    # in sample: node_score_s was fitted to this point, docs/sources.md §2's CI floor of 680-810 pods/s at 5,000 nodes
     # (10% of the nodes scored); this checks the fit, it predicts nothing
     m = sandboxes("sandboxes-k8s", "sandboxes.count=20000", "fleet.workers=5000")
     assert m["bottleneck"] == "scheduling_cycle"
@@ -79,15 +79,15 @@ def test_in_sample_kubernetes_5000_nodes_matches_its_fit_target():
 
 
 def test_out_of_sample_kubernetes_30000_nodes_predicts_about_300_pods_per_s():
-    # out of sample: at 30,000 nodes (5% scored) nothing was fitted; domain.md §2 gives "~300 pods/s end to end". That
-    # figure has one significant digit (250-350 all read as ~300, ±17%), so the prediction must land within ±20%
+    # out of sample: at 30,000 nodes (5% scored) nothing was fitted; docs/sources.md §2 gives "~300 pods/s end to end".
+    # That figure has one significant digit (250-350 all read as ~300, ±17%), so the prediction must land within ±20%
     m = sandboxes("sandboxes-k8s", "sandboxes.count=20000", "fleet.workers=30000")
     assert m["bottleneck"] == "scheduling_cycle"
     assert m["creation_rate_per_s"] == pytest.approx(300, rel=0.2)
 
 
 def test_the_scheduler_client_rate_limit_holds_binding_to_its_qps():
-    qps, burst = 50, 100  # upstream's default (domain.md §2), the parameters' default
+    qps, burst = 50, 100  # upstream's default (docs/sources.md §2), the parameters' default
     stock = ("sandboxes.count=1000", "fleet.workers=5000", f"kubernetes.scheduler_qps={qps}")
     m = sandboxes("sandboxes-k8s", *stock, f"kubernetes.scheduler_burst={burst}", records=True)
     placed = np.sort(m["records"]["placed"].to_numpy())
@@ -138,7 +138,7 @@ def test_longer_publish_intervals_raise_rejections():
 
 def test_contention_on_one_worker_makes_the_tail():
     # 64 sandboxes land on each of 10 workers at once. Each start holds its worker's lock 0.8 ms plus c per start
-    # queued ahead: the last of 64 releases it 64 × 0.8 ms + 2,016 c after the first arrives (domain.md §2: 64
+    # queued ahead: the last of 64 releases it 64 × 0.8 ms + 2,016 c after the first arrives (docs/sources.md §2: 64
     # parallel `docker run` spread over 5–15 s with bridge networking, c ≈ 4.9 ms; 2–2.5 s with host networking,
     # c ≈ 1.1 ms, the default)
     burst = ("sandboxes.count=640", "fleet.workers=10", "client.rate=100000")
@@ -334,7 +334,7 @@ def test_compare_and_a_sandbox_sweep_end_to_end(tmp_path):
 
 
 def test_v2_timing_meets_the_blog_from_its_fitted_leg():
-    # domain.md §2: the create request returns within "tens of milliseconds"; TTI median "under half a second"
+    # docs/sources.md §2: the create request returns within "tens of milliseconds"; TTI median "under half a second"
     m = sandboxes("sandboxes-v2", "sandboxes.count=100000", "fleet.workers=2000")
     assert SCHEDULE_BAND_S[0] <= m["schedule_latency_p50_s"] <= SCHEDULE_BAND_S[1]
     assert m["tti_p50_s"] < TTI_P50_BOUND_S

@@ -1,4 +1,4 @@
-"""The model against queueing theory (domain.md §4), with tolerances from CIs over replications; and Little's law
+"""The model against queueing theory (docs/sources.md §4), with tolerances from CIs over replications; and Little's law
 as an exact accounting identity between the reported metrics of any run, for every approach."""
 
 from __future__ import annotations

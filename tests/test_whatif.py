@@ -29,7 +29,7 @@ def test_capacity_answers_the_fewest_copies_and_one_fewer_fails(capsys):
     assert key == "function.copies" and out["chosen"]["meets"] and out["simulations"] > 0
     below = out["next_cheaper_fails"][0]
     assert below["config"][key] == best - 1 and not below["meets"]
-    # independently: the answer holds, one copy fewer errs (each copy accepts 200 calls/s: domain.md §1)
+    # independently: the answer holds, one copy fewer errs (each copy accepts 200 calls/s: docs/sources.md §1)
     base = {"duration_s": 60, "warmup_s": 30, "load": "arrivals", "arrivals.rate": 500}
     p99, errors = p99_mean("loadtest-copies", {**base, key: best}, 2)
     assert p99 <= 2 and errors == 0
@@ -63,7 +63,7 @@ def test_drain_says_how_long_and_what_binds(capsys):
     out = ask(capsys, "drain", "--calls", "3000", "--seeds", "2")
     assert out["answer"]["first_n_back_s"] > 0 and out["answer"]["binding_limit"]
     assert out["runners_up"][0]["config"]["approach"] == "remote"  # the other way: mapped
-    # 3,000 spawns at once: accepted at 1,500/s after the burst (domain.md §1), so at least a second passes
+    # 3,000 spawns at once: accepted at 1,500/s after the burst (docs/sources.md §1), so at least a second passes
     assert out["answer"]["first_n_back_s"] > 1.0
 
 

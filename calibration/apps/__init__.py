@@ -1,8 +1,8 @@
 """Real Modal apps for calibration runs (GitHub issue 12), written against modal 1.6.4's API.
 
-- ``loadtest``: the reference load test's Function, its four ways past the limits (domain.md §1).
-- ``coldstart``: a container-start probe, lazy loading vs memory snapshot restore (domain.md §3).
-- ``sandboxes``: a sandbox-creation probe (domain.md §2).
+- ``loadtest``: the reference load test's Function, its four ways past the limits (docs/sources.md §1).
+- ``coldstart``: a container-start probe, lazy loading vs memory snapshot restore (docs/sources.md §3).
+- ``sandboxes``: a sandbox-creation probe (docs/sources.md §2).
 
 Each module builds its app with ``make_app(name, ...)`` so one run deploys under its own name (``calibration.run``
 does; app copies are the same function under several names). The functions are module-level and decorated inside

@@ -1,4 +1,4 @@
-"""A container-start probe (domain.md §3): a program that imports a module at start (by default ``import torch``,
+"""A container-start probe (docs/sources.md §3): a program that imports a module at start (by default ``import torch``,
 the ``coldstart-torch`` preset's program; any other module with ``make_app(imports=...)``), started by lazy loading
 or restored from a memory snapshot. The module's name reaches the container in the image's environment
 (``Image.env``: ``SCALESIM_PROBE_IMPORTS``), as a deployed app's configuration does.
@@ -9,7 +9,7 @@ Two classes, both ``single_use_containers=True`` so that every call starts a new
 - ``LazyProbe``: ``@modal.enter()`` imports the module after every start (a standard start: the lazy-loading file
   system serves the imports' thousands of file operations).
 - ``SnapshotProbe``: ``enable_memory_snapshot=True``; ``@modal.enter(snap=True)`` imports it before the snapshot
-  is taken, ``@modal.enter(snap=False)`` runs after each restore (domain.md §3; modal/_partial_function.py
+  is taken, ``@modal.enter(snap=False)`` runs after each restore (docs/sources.md §3; modal/_partial_function.py
   ``enter``). The first start makes the snapshot; later starts restore it.
 
 ``probe()`` returns the container's start timeline on its own clock (``time.time()``): this module's import

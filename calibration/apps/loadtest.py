@@ -1,8 +1,8 @@
-"""The reference load test's app (domain.md §1): one Function called four ways, each input sleeping its work.
+"""The reference load test's app (docs/sources.md §1): one Function called four ways, each input sleeping its work.
 
 - ``work``: the baseline Function, ``@modal.concurrent(max_inputs=500)``; called with ``.remote`` (baseline),
   ``.spawn`` + ``FunctionCall.get`` (way 1), and, deployed under N app names, by app copies (way 2).
-- ``work_chunk``: way 3 as domain.md §1 words it, "the Function takes a list and runs its items concurrently; the
+- ``work_chunk``: way 3 as docs/sources.md §1 words it, "the Function takes a list and runs its items concurrently; the
   caller sends chunks" (one input carries a chunk: "a batched call that carries a list is one input"), 50 chunks per
   container (``@modal.concurrent(max_inputs=50)``).
 - ``work_batched``: way 3 with modal's own batching, ``@modal.batched(max_batch_size=32, wait_ms=...)``
@@ -30,13 +30,13 @@ import modal
 
 from calibration.apps import image
 
-MAX_INPUTS = 500  # @modal.concurrent(max_inputs=500): domain.md §1, the reference load test
-CHUNK_MAX_INPUTS = 50  # 50 chunks of 32 per container: domain.md §1, the four ways' table
-BATCH_SIZE = 32  # chunks of 32: domain.md §1
+MAX_INPUTS = 500  # @modal.concurrent(max_inputs=500): docs/sources.md §1, the reference load test
+CHUNK_MAX_INPUTS = 50  # 50 chunks of 32 per container: docs/sources.md §1, the four ways' table
+BATCH_SIZE = 32  # chunks of 32: docs/sources.md §1
 BATCH_WAIT_MS = 1000  # assumption: how long Modal waits to fill a batch (modal.batched's wait_ms, < 10 min)
-SERVER_PORT = 8000  # @app.server(port=8000, ...): domain.md §1
-TARGET_CONCURRENCY = 1000  # @app.server(target_concurrency=1000): domain.md §1
-CPU = 1.0  # cores per container: @app.server(cpu=1) in domain.md §1; the same for the Functions (an assumption)
+SERVER_PORT = 8000  # @app.server(port=8000, ...): docs/sources.md §1
+TARGET_CONCURRENCY = 1000  # @app.server(target_concurrency=1000): docs/sources.md §1
+CPU = 1.0  # cores per container: @app.server(cpu=1) in docs/sources.md §1; the same for the Functions (an assumption)
 MEMORY_MIB = 1024  # assumption: memory request per container, MiB
 SERVER_PACKAGES = ("fastapi>=0.110", "uvicorn>=0.29")
 

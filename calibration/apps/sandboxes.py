@@ -1,10 +1,10 @@
-"""A sandbox-creation probe (domain.md §2): a burst of ``modal.Sandbox.create`` calls, timed per sandbox.
+"""A sandbox-creation probe (docs/sources.md §2): a burst of ``modal.Sandbox.create`` calls, timed per sandbox.
 
 Per sandbox, on the caller's clock: ``requested`` (just before ``Sandbox.create``), ``placed`` (the create call
 returned: "when a create request returns, the scheduler has already placed the sandbox on a worker and it has begun
-starting", domain.md §2) and ``running`` (the first ``Sandbox.exec("true")`` finished: user code ran, domain.md §2's
-"time to interactive"). NaN where a step did not happen (a failed create, a failed exec); the failure's kind is kept
-in ``error``. Every sandbox created is terminated at the end, failures and cancellation included
+starting", docs/sources.md §2) and ``running`` (the first ``Sandbox.exec("true")`` finished: user code ran,
+docs/sources.md §2's "time to interactive"). NaN where a step did not happen (a failed create, a failed exec); the
+failure's kind is kept in ``error``. Every sandbox created is terminated at the end, failures and cancellation included
 (modal/sandbox: ``Sandbox.terminate``); the caller also stops the sandboxes' app, which "terminates all of its
 running containers and sandboxes" (modal/app.py ``App.stop``).
 
@@ -25,9 +25,9 @@ from typing import Any
 import modal
 
 COMMAND = ("sleep", "infinity")  # the sandbox's main process: it only has to stay up until terminated
-CPU = 0.125  # the smallest billed CPU request (domain.md §6: 0.125-core minimum)
+CPU = 0.125  # the smallest billed CPU request (docs/sources.md §6: 0.125-core minimum)
 MEMORY_MIB = 256  # assumption: a small sandbox
-TIMEOUT_S = 300  # Sandbox.create's default timeout (domain.md §2): an upper bound on a sandbox's life
+TIMEOUT_S = 300  # Sandbox.create's default timeout (docs/sources.md §2): an upper bound on a sandbox's life
 
 
 def lookup_app(name: str) -> modal.App:

@@ -1,5 +1,5 @@
 """The calibration runs on Modal (``python -m calibration.run WHAT``), looked up by name: the reference load test's
-ways (domain.md §1), container starts (§3) and sandbox creation (§2). The fit (calibration/targets.py,
+ways (docs/sources.md §1), container starts (§3) and sandbox creation (§2). The fit (calibration/targets.py,
 calibration/objective.py) finds its reference experiments here too. Adding one: a module here (a subclass of
 ``Way``) and its line below."""
 

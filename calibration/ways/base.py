@@ -1,4 +1,4 @@
-"""What a calibration way is: one experiment ``python -m calibration.run WHAT`` runs on Modal (domain.md §1-3).
+"""What a calibration way is: one experiment ``python -m calibration.run WHAT`` runs on Modal (docs/sources.md §1-3).
 
 A way says which options it takes (each with its default and bounds), what it deploys and what it costs at most
 (its ``Plan``), which simulator preset and ``--set`` keys reproduce it, how it drives the deployed apps into a trace,

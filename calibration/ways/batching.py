@@ -1,5 +1,5 @@
-"""Way 3: batching (domain.md §1). Each client sends rounds of ``--round`` items as chunks of ``--chunk`` (one call a
-chunk, ``--chunk-max-inputs`` chunks per container), or, with ``--batched``, single-item calls that Modal batches
+"""Way 3: batching (docs/sources.md §1). Each client sends rounds of ``--round`` items as chunks of ``--chunk`` (one
+call a chunk, ``--chunk-max-inputs`` chunks per container), or, with ``--batched``, single-item calls that Modal batches
 (``@modal.batched(max_batch_size=chunk, wait_ms=...)``, one batch per container)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Container starts (domain.md §3): Poisson-spaced single-use containers per start mode, lazy and/or snapshot, each
-timed by a probe; a ``starts`` trace per mode (``coldstart-<mode>``)."""
+"""Container starts (docs/sources.md §3): Poisson-spaced single-use containers per start mode, lazy and/or snapshot,
+each timed by a probe; a ``starts`` trace per mode (``coldstart-<mode>``)."""
 
 from __future__ import annotations
 

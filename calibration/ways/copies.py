@@ -1,4 +1,4 @@
-"""Way 2: app copies (domain.md §1). ``--copies`` deployed copies of the app (``...-copy-<i>``), each its own
+"""Way 2: app copies (docs/sources.md §1). ``--copies`` deployed copies of the app (``...-copy-<i>``), each its own
 Function with its own limits; client i calls copy i mod copies with ``.remote``. In the simulator the copies are a
 deployment choice (``function.copies``) of the ``remote`` call style: the ``loadtest-copies`` preset."""
 

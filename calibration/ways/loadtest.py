@@ -1,5 +1,5 @@
-"""The reference load test's ways (domain.md §1): closed-loop clients calling deployed Functions, a ``calls`` trace.
-``LoadTest`` is what they share (the container size, the load, the common ``--set`` keys, where the clients run:
+"""The reference load test's ways (docs/sources.md §1): closed-loop clients calling deployed Functions, a ``calls``
+trace. ``LoadTest`` is what they share (the container size, the load, the common ``--set`` keys, where the clients run:
 ``--driver``, ``--client-procs``, ``--client-lead``, calibration/clients.py; the trace); ``Remote`` and ``Spawn`` call
 one Function with ``.remote`` or ``.spawn``."""
 

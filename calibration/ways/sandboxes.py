@@ -1,5 +1,5 @@
-"""Sandbox creation (domain.md §2): ``--sandboxes`` sandboxes, ``--concurrency`` creates at once, each timed until an
-``exec('true')`` returns, then terminated; a ``sandboxes`` trace. Its app is looked up (created if missing), not
+"""Sandbox creation (docs/sources.md §2): ``--sandboxes`` sandboxes, ``--concurrency`` creates at once, each timed until
+an ``exec('true')`` returns, then terminated; a ``sandboxes`` trace. Its app is looked up (created if missing), not
 deployed."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ class Sandboxes(Way):
     options = (
         Option("--sandboxes", int, 100, "sandboxes: how many (default 100)", (1, 100_000)),
         Option("--concurrency", int, 100, "sandboxes: creates at once (default 100)", (1, 100_000)),
-        # Sandbox.create: up to 24 h (domain.md §2)
+        # Sandbox.create: up to 24 h (docs/sources.md §2)
         Option("--sandbox-timeout", int, 120, "sandboxes: a sandbox's life limit, s", (1, 86_400)),
     )
 

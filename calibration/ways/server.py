@@ -1,4 +1,4 @@
-"""Way 4: a web server (domain.md §1): ``@app.server`` behind Modal's HTTP proxy, called over HTTP (aiohttp) by
+"""Way 4: a web server (docs/sources.md §1): ``@app.server`` behind Modal's HTTP proxy, called over HTTP (aiohttp) by
 closed-loop clients of ``--connections`` connections each; the proxy requires a workspace proxy token."""
 
 from __future__ import annotations

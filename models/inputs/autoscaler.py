@@ -1,4 +1,4 @@
-"""Containers and the autoscaler that adds and removes them (domain.md §1 "Autoscaler"; docs guide/scale).
+"""Containers and the autoscaler that adds and removes them (docs/sources.md §1 "Autoscaler"; docs guide/scale).
 
 Every ``interval_s`` (at a random phase) the autoscaler compares the containers it has (starting or ready) with
 the number its owner wants (a Function: inputs in the system ÷ target_inputs; an HTTP server: recent
@@ -9,7 +9,7 @@ the next decisions); each becomes ready after a cold start drawn from ``cold_sta
 the container-start model of models/coldstart.py). A container idle
 for longer than ``scaledown_window_s`` is removed at the next decision while the pool is above what is wanted.
 
-Work that reaches an empty pool triggers a decision at once (domain.md §1: the first input or request triggers a
+Work that reaches an empty pool triggers a decision at once (docs/sources.md §1: the first input or request triggers a
 cold start). By default that decision sees only what has arrived so far: the first input of a same-instant burst.
 With ``burst_aware`` (an assumption, a calibration target; off by default) it is taken once, after the events already
 scheduled for the current instant, so that it sees the whole burst the callers submitted at that instant (the
@@ -63,7 +63,7 @@ class AutoscalerParams:
     interval_s: float = param(
         4.83,
         ge=0.001,
-        source="undocumented; fitted to domain.md §1 (calibration/params/reference-loadtest.toml)",
+        source="undocumented; fitted to docs/sources.md §1 (calibration/params/reference-loadtest.toml)",
         doc="time between scaling decisions",
     )
     scaleup_step: int = param(
@@ -80,31 +80,31 @@ class AutoscalerParams:
     )
     size_to: Literal["in_system", "startable"] = param(
         "startable",
-        source="in_system: domain.md §1 ('Modal adds containers as calls pile up'); startable (in use): assumption, "
-        "in the candidate kept by calibration.fit",
+        source="in_system: docs/sources.md §1 ('Modal adds containers as calls pile up'); startable (in use): "
+        "assumption, in the candidate kept by calibration.fit",
         doc="a Function's wanted load: inputs in the system, or running + the pending its start limit can start "
         "within interval_s",
     )
     cold_start: Dist = param(
         LogNormal(1.86, 0.3),
-        source="median fitted to domain.md §1 (calibration/params/reference-loadtest.toml), sigma an assumption; "
-        "domain.md §1 says containers 'boot in about one second': README, 'Model selection'",
+        source="median fitted to docs/sources.md §1 (calibration/params/reference-loadtest.toml), sigma an assumption; "
+        "docs/sources.md §1 says containers 'boot in about one second': README, 'Model selection'",
         doc="container start to ready, for a program that imports nothing heavy",
     )
     program: str = param(
         "", doc="a coldstart scenario (preset or file): cold starts come from its model, not cold_start"
     )
     program_mode: Literal["", "lazy", "snapshot"] = param("", doc="the program's start mode ('' = the scenario's)")
-    min_containers: int = param(0, ge=0, le=1_000_000, source="domain.md §1 (Modal default 0)")
-    max_containers: int = param(0, ge=0, source="domain.md §1 (Modal default unlimited; 0 = no cap)")
-    buffer_containers: int = param(0, ge=0, le=1_000_000, source="domain.md §1 (Modal default 0)")
-    scaledown_window_s: float = param(60.0, ge=2, le=1200, source="domain.md §1 (default 60 s, 2 s .. 20 min)")
+    min_containers: int = param(0, ge=0, le=1_000_000, source="docs/sources.md §1 (Modal default 0)")
+    max_containers: int = param(0, ge=0, source="docs/sources.md §1 (Modal default unlimited; 0 = no cap)")
+    buffer_containers: int = param(0, ge=0, le=1_000_000, source="docs/sources.md §1 (Modal default 0)")
+    scaledown_window_s: float = param(60.0, ge=2, le=1200, source="docs/sources.md §1 (default 60 s, 2 s .. 20 min)")
     launch_rate_per_s: float = param(
         100.0,
         ge=0,
         source="assumption: containers are placed on workers by a scheduler, not at once; of the order of a cluster "
-        "scheduler's throughput (domain.md §2: Kubernetes ~100-300 pods/s); not fitted (the reference test starts "
-        "at most 19 containers per Function at once)",
+        "scheduler's throughput (docs/sources.md §2: Kubernetes ~100-300 pods/s); not fitted (the reference test "
+        "starts at most 19 containers per Function at once)",
         doc="containers a Function's autoscaler can launch per second, after launch_burst at once; 0 = no limit",
     )
     launch_burst: float = param(
@@ -158,8 +158,8 @@ class ContainerPool:
         self.starting = 0
         self.peak = 0
         self.cold_starts = 0
-        # container-seconds (what Modal bills, domain.md §6: a container from its start, cold start included, until
-        # it is removed, busy or idle): ∫ size dt, accumulated when the size changes
+        # container-seconds (what Modal bills, docs/sources.md §6: a container from its start, cold start included,
+        # until it is removed, busy or idle): ∫ size dt, accumulated when the size changes
         self._billed = 0.0
         self._since = 0.0
         # the measurement window's bounds (the run's part sets them): container-seconds up to each, kept as the
@@ -264,7 +264,7 @@ class ContainerPool:
 
     def scale_from_zero(self) -> None:
         """Work arrived at an empty pool: decide now rather than at the next tick (the first input or
-        request triggers a cold start, domain.md §1)."""
+        request triggers a cold start, docs/sources.md §1)."""
         if self.size == 0:
             if not self.p.burst_aware:
                 self.decide()

@@ -1,10 +1,10 @@
-"""What containers cost (domain.md §6): a container's size and the prices, the ``billing`` section of a load test.
+"""What containers cost (docs/sources.md §6): a container's size and the prices, the ``billing`` section of a load test.
 
 Modal bills per second of container runtime, idle or busy, from the container's start (its cold start included) to
 its removal: CPU per core-second with a 0.125-core minimum, memory per GiB-second, GPUs per second by class. An idle
 container kept warm (min_containers, buffer_containers, the scaledown window) is billed like a busy one, so a
 configuration's cost is its container-seconds × the container's price per second, not its calls. Prices are
-modal.com/pricing as transcribed in July 2026 (domain.md §6): parameters, since prices change and plans differ;
+modal.com/pricing as transcribed in July 2026 (docs/sources.md §6): parameters, since prices change and plans differ;
 check the page before quoting money. Plans' monthly fees and credits are left out.
 """
 
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from sim.scenario import param
 
-CPU_PRICE = 0.0000131  # $ per core-second (domain.md §6)
-MEMORY_PRICE = 0.00000222  # $ per GiB-second (domain.md §6)
-MIN_CORES = 0.125  # billed cores at least (domain.md §6)
+CPU_PRICE = 0.0000131  # $ per core-second (docs/sources.md §6)
+MEMORY_PRICE = 0.00000222  # $ per GiB-second (docs/sources.md §6)
+MIN_CORES = 0.125  # billed cores at least (docs/sources.md §6)
 HOURS_PER_MONTH = 730.0  # 365 × 24 ÷ 12: a month of a steady cost per hour
 
 
@@ -26,7 +26,8 @@ class BillingParams:
         1.0,
         gt=0,
         le=1024,
-        source="@app.function(cpu=...); assumption: 1 core (set your Function's); billed at least 0.125 (domain.md §6)",
+        source="@app.function(cpu=...); assumption: 1 core (set your Function's); billed at least 0.125 "
+        "(docs/sources.md §6)",
         doc="cores per container",
     )
     memory_gib: float = param(
@@ -36,11 +37,12 @@ class BillingParams:
         0.0,
         ge=0,
         le=1e3,
-        source="domain.md §6: GPUs are billed per second by class (T4 … B200); 0 = no GPU; take yours from the page",
+        source="docs/sources.md §6: GPUs are billed per second by class (T4 … B200); 0 = no GPU; take yours from the "
+        "page",
         doc="$ per second for the container's GPUs",
     )
-    cpu_price: float = param(CPU_PRICE, ge=0, le=1e3, source="domain.md §6", doc="$ per core-second")
-    memory_price: float = param(MEMORY_PRICE, ge=0, le=1e3, source="domain.md §6", doc="$ per GiB-second")
+    cpu_price: float = param(CPU_PRICE, ge=0, le=1e3, source="docs/sources.md §6", doc="$ per core-second")
+    memory_price: float = param(MEMORY_PRICE, ge=0, le=1e3, source="docs/sources.md §6", doc="$ per GiB-second")
 
     @property
     def billed_cores(self) -> float:

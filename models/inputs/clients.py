@@ -1,4 +1,4 @@
-"""The callers of a load test (domain.md §1, the reference load test): what every kind shares (``Load``) and the
+"""The callers of a load test (docs/sources.md §1, the reference load test): what every kind shares (``Load``) and the
 closed loop (``clients``), one of the family the scenario's ``load`` key names (``LOADS``: models/inputs/approaches/
 base.py; open-loop arrivals and trace replay: models/inputs/arrivals.py).
 
@@ -11,7 +11,7 @@ client's map call (``api = "map"``: ``.map``/``.spawn_map``, with the modal clie
 models/inputs/mapcall.py). On the Function path a client's single calls share its one HTTP/2 connection, which carries
 at most ``streams`` at once (0: no cap); the rest wait at the client, in order.
 
-A rejected single call is handled by the client's retry policy (modal 1.6.4 client source, domain.md §1):
+A rejected single call is handled by the client's retry policy (modal 1.6.4 client source, docs/sources.md §1):
 - ``none``: a single ``.remote``/``.spawn`` raises; the load test's task for that call ends (as an unhandled
   exception ends an asyncio task), so the client keeps one call fewer in flight;
 - ``backoff``: the call is retried after min(backoff_max_s, backoff_base_s · 2^attempt), jittered by
@@ -56,7 +56,7 @@ from sim.scenario import param
 
 @dataclass(frozen=True)
 class ClientParams:
-    count: int = param(8, ge=1, le=1_000_000, source="reference load test: 8 clients (domain.md §1)")
+    count: int = param(8, ge=1, le=1_000_000, source="reference load test: 8 clients (docs/sources.md §1)")
     in_flight: int = param(1000, ge=1, source="reference load test: 1,000 calls in flight per client")
     retry: Literal["none", "backoff", "exponential", "fixed", "random", "immediate"] = param(
         "none",
@@ -90,7 +90,8 @@ class ClientParams:
     )
     api: Literal["single", "map"] = param(
         "single",
-        source="reference load test: one .remote/.spawn per call; map: modal 1.6.4 .map/.spawn_map (domain.md §1)",
+        source="reference load test: one .remote/.spawn per call; map: modal 1.6.4 .map/.spawn_map "
+        "(docs/sources.md §1)",
         doc="how a client's calls leave it: one request per call, or one map call over them (.map on the remote "
         "approach, .spawn_map on spawn: models/inputs/mapcall.py)",
     )

@@ -6,8 +6,8 @@ distribution's):
 - ``steady``: constant;
 - ``steps(STEP_S, F1, F2, ...)``: piecewise constant, F1 for the first STEP_S seconds, then F2, ..., the last held;
 - ``sine(PERIOD_S, AMPLITUDE)``: 1 + AMPLITUDE · sin(2πt / PERIOD_S);
-- ``daily(DAY_AMPLITUDE, WEEK_AMPLITUDE)``: domain.md §7's daily sine (±30% there) times a weekly sine (±20%), t = 0
-  at midnight on a Monday (without §7's random drift, spikes and noise: the Poisson arrivals are the noise);
+- ``daily(DAY_AMPLITUDE, WEEK_AMPLITUDE)``: docs/sources.md §7's daily sine (±30% there) times a weekly sine (±20%),
+  t = 0 at midnight on a Monday (without §7's random drift, spikes and noise: the Poisson arrivals are the noise);
 - ``bursts(EVERY_S, LENGTH_S, FACTOR)``: FACTOR for LENGTH_S seconds at the start of every EVERY_S, else 1;
 - ``spike(AT_S, LENGTH_S, FACTOR)``: FACTOR for LENGTH_S seconds from AT_S, else 1: one traffic spike, the trigger
   whose aftermath models/inputs/recovery.py measures (``Shape.trigger``).
@@ -17,7 +17,7 @@ window of a given length with the highest mean rate, which the what-ifs size for
 
 Arrivals at a varying rate are drawn by thinning (Lewis and Shedler, 1979): candidates at the shape's peak rate, each
 kept with probability rate(t) / peak. ``load = "trace"`` replays a per-minute invocation-count trace in the Azure
-Functions format (domain.md §5: columns HashOwner, HashApp, HashFunction, Trigger, then one column per minute "1",
+Functions format (docs/sources.md §5: columns HashOwner, HashApp, HashFunction, Trigger, then one column per minute "1",
 "2", ...): each minute's invocations are spread at random offsets within the minute (``trace.spread = "random"``) or
 all at its start (``"start"``, which inflates cold starts several-fold, §5). ``generate_azure`` writes a trace of that
 format whose shapes follow §5 (experiments/demand/azure-sample.csv is its output).
@@ -62,7 +62,7 @@ class Shape:
         if self.kind == "sine":
             return 1.0 + a[1] * math.sin(2 * math.pi * t / a[0])
         if self.kind == "daily":
-            # the daily peak at 14:00, the weekly one mid-week (a shape, not a measurement: domain.md §7)
+            # the daily peak at 14:00, the weekly one mid-week (a shape, not a measurement: docs/sources.md §7)
             day = 1.0 + a[0] * math.sin(2 * math.pi * (t - 8 * 3600) / DAY_S)
             return day * (1.0 + a[1] * math.sin(2 * math.pi * (t - 1.25 * DAY_S) / WEEK_S))
         if self.kind == "spike":
@@ -203,10 +203,10 @@ class ArrivalParams:
 # --- traces of per-minute invocation counts (Azure Functions format) ----------------------------------------------
 @dataclass(frozen=True)
 class TraceParams:
-    path: str = param("", doc="an Azure Functions per-minute invocation-count CSV (domain.md §5)")
+    path: str = param("", doc="an Azure Functions per-minute invocation-count CSV (docs/sources.md §5)")
     function: str = param("", doc="the HashFunction row to replay; '' = the sum of every row")
     spread: Literal["random", "start"] = param(
-        "random", source="domain.md §5: invocations at the minute's start inflate cold starts several-fold"
+        "random", source="docs/sources.md §5: invocations at the minute's start inflate cold starts several-fold"
     )
     scale: float = param(1.0, gt=0, le=1e6, doc="multiplies every minute's count")
     start_minute: int = param(0, ge=0, doc="the trace minute replayed at t = 0")
@@ -257,9 +257,9 @@ def read_azure(path: str, function: str = "") -> np.ndarray:
 
 
 def generate_azure(path: Path, seed: int = 0, functions: int = 20, minutes: int = 1440) -> Path:
-    """Write an invocation trace in the Azure Functions format with domain.md §5's published shapes: function rates
-    spread over orders of magnitude (log-uniform mean rates from one an hour to 1,000 a minute), a daily sine on the
-    busy ones (§7: ±30%), bursty sparse ones (inter-arrival CV > 1: idle minutes, then clusters), Poisson counts."""
+    """Write an invocation trace in the Azure Functions format with docs/sources.md §5's published shapes: function
+    rates spread over orders of magnitude (log-uniform mean rates from one an hour to 1,000 a minute), a daily sine on
+    the busy ones (§7: ±30%), bursty sparse ones (inter-arrival CV > 1: idle minutes, then clusters), Poisson counts."""
     rng = np.random.default_rng(seed)
     t = np.arange(minutes) * 60.0
     day = 1.0 + 0.3 * np.sin(2 * np.pi * (t - 8 * 3600) / DAY_S)

@@ -2,7 +2,7 @@
 trigger a recovery measurement starts from (models/inputs/recovery.py).
 
 Each fault is a timed event of the ``faults`` section, off by default (a scenario without faults runs exactly as
-before), and each is an assumption to be set by the user (domain.md §1 gives no failure figures):
+before), and each is an assumption to be set by the user (docs/sources.md §1 gives no failure figures):
 
 - ``crash`` (``crash_at_s``, ``crash_containers``): at ``crash_at_s`` each Function (each app copy) loses
   ``crash_containers`` of its ready containers (the first ones; all of them if it has fewer), as when a worker is

@@ -3,8 +3,8 @@
 A Function whose pool is fixed (``function.containers`` > 0: always warm, no autoscaling), with no input limits
 (``limits.enabled = false``), every slot alike (``target_inputs`` = ``max_inputs``) and no dispatch overhead, fed by
 steady Poisson arrivals (``load = "arrivals"``) through constant submit and result legs, is a FIFO G/G/c queue of
-c = containers × max_inputs slots (the mmc preset, domain.md §4). Nothing in it feeds back into the arrivals, and an
-input that reaches it at r starts at max(r, the earliest time a slot is free) and holds that slot for its work: the
+c = containers × max_inputs slots (the mmc preset, docs/sources.md §4). Nothing in it feeds back into the arrivals, and
+an input that reaches it at r starts at max(r, the earliest time a slot is free) and holds that slot for its work: the
 workload recursion of Kiefer and Wolfowitz (1955), which is what the Function's events compute
 (models/inputs/function.py: a free slot takes an arrival at once, a freed slot the next pending input).
 

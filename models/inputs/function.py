@@ -1,4 +1,4 @@
-"""A Modal Function's input plane (domain.md §1, "A Modal Function's input plane").
+"""A Modal Function's input plane (docs/sources.md §1, "A Modal Function's input plane").
 
 An input is first *accepted* into the Function's queue, then *started* on a container; the two have separate
 limits, both per Function:
@@ -55,35 +55,35 @@ SYNC, ASYNC = 0, 1  # call styles: .remote/.map/.starmap vs .spawn/.spawn_map
 @dataclass(frozen=True)
 class LimitParams:
     enabled: bool = param(True, doc="false: no accept or start limits (the mmc preset)")
-    sync_accept_rate: float = param(200.0, gt=0, source="domain.md §1 limits table (.remote, .map: 200 inputs/s)")
+    sync_accept_rate: float = param(200.0, gt=0, source="docs/sources.md §1 limits table (.remote, .map: 200 inputs/s)")
     sync_accept_burst: float = param(
         1000.0,
         ge=1,
         source="assumption: at least the 1,000 calls one copy accepted at once without error in "
-        "the reference load test (domain.md §1)",
+        "the reference load test (docs/sources.md §1)",
     )
-    sync_pending_cap: int = param(2000, ge=0, source="domain.md §1 limits table (2,000 queued)")
-    sync_in_system_cap: int = param(25000, ge=0, source="domain.md §1 limits table (25,000 queued + running)")
-    async_accept_rate: float = param(1500.0, gt=0, source="domain.md §1 limits table (.spawn: 1,500 inputs/s)")
+    sync_pending_cap: int = param(2000, ge=0, source="docs/sources.md §1 limits table (2,000 queued)")
+    sync_in_system_cap: int = param(25000, ge=0, source="docs/sources.md §1 limits table (25,000 queued + running)")
+    async_accept_rate: float = param(1500.0, gt=0, source="docs/sources.md §1 limits table (.spawn: 1,500 inputs/s)")
     async_accept_burst: float = param(
         8000.0,
         ge=1,
         source="assumption: at least the 8,000 spawns accepted at once without error in the "
-        "reference load test (domain.md §1)",
+        "reference load test (docs/sources.md §1)",
     )
-    async_pending_cap: int = param(1_000_000, ge=0, source="domain.md §1 limits table (1,000,000 queued)")
+    async_pending_cap: int = param(1_000_000, ge=0, source="docs/sources.md §1 limits table (1,000,000 queued)")
     start_rate: float = param(
         533.0,
         gt=0,
-        source="undocumented (domain.md §1: 'above about 200/s per Function, extra inputs wait'); "
-        "fitted to domain.md §1 (calibration/params/reference-loadtest.toml)",
+        source="undocumented (docs/sources.md §1: 'above about 200/s per Function, extra inputs wait'); "
+        "fitted to docs/sources.md §1 (calibration/params/reference-loadtest.toml)",
         doc="inputs started per second per Function",
     )
     start_burst: float = param(
         17.6,
         ge=1,
         source="undocumented; "
-        "fitted to domain.md §1 (calibration/params/reference-loadtest.toml), not pinned down (profile 1 .. 141)",
+        "fitted to docs/sources.md §1 (calibration/params/reference-loadtest.toml), not pinned down (profile 1 .. 141)",
     )
     start_ramp_per_s: float = param(
         0.0,
@@ -112,7 +112,7 @@ class LimitParams:
 
 @dataclass(frozen=True)
 class FunctionParams:
-    max_inputs: int = param(1, ge=1, source="@modal.concurrent(max_inputs=N) (domain.md §1; Modal default 1)")
+    max_inputs: int = param(1, ge=1, source="@modal.concurrent(max_inputs=N) (docs/sources.md §1; Modal default 1)")
     target_inputs: int = param(0, ge=0, source="@modal.concurrent(target_inputs=T); 0 = max_inputs (Modal default)")
     containers: int = param(
         0, ge=0, le=1_000_000, doc="> 0: a fixed pool of always-warm containers, no autoscaling (mmc)"

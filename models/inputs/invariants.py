@@ -114,7 +114,7 @@ def _most_back(sc: Scenario, metrics: dict, span: float) -> float:
 def _most_computed(sc: Scenario) -> float:
     """The most calls the containers can finish by the window's end, where the containers are capped: at most
     cap × max_inputs run at once (per copy ``function.containers`` or ``autoscaler.max_containers``, all of them
-    within ``workspace.max_containers``), each one a work of at least work's least value (domain.md §1: throughput
+    within ``workspace.max_containers``), each one a work of at least work's least value (docs/sources.md §1: throughput
     is capped by compute). The remote and spawn paths only (a chunk or a web request is not one call's work)."""
     if sc.approach not in ("remote", "spawn") or not sc.work.low > 0:
         return math.inf

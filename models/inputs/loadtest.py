@@ -1,4 +1,4 @@
-"""A load test against Functions: the scenario schema, one run, and the model's descriptor (domain.md §1, "The
+"""A load test against Functions: the scenario schema, one run, and the model's descriptor (docs/sources.md §1, "The
 reference load test").
 
 The approach (``approach``: models/inputs/approaches/) says how calls are made and what they reach: ``remote``,
@@ -57,7 +57,7 @@ class _Scenario(Described):
         aliases={"copies": "remote"},
     )
     load: LoadName = param("clients")
-    work: Dist = param(Uniform(1.0, 10.0), source="reference load test: sleep uniform(1, 10) s (domain.md §1)")
+    work: Dist = param(Uniform(1.0, 10.0), source="reference load test: sleep uniform(1, 10) s (docs/sources.md §1)")
     duration_s: float = param(60.0, gt=0, source="reference load test: 60 s")
     warmup_s: float = param(0.0, ge=0, source="reference load test: warm-up 0")
     drain_s: float = param(300.0, ge=0, doc="after the duration, how long the test waits for calls in flight")
@@ -267,7 +267,7 @@ MODEL = Model(
         Figure(
             "cost",
             "lines",
-            "Cost at the scenario's billing size (domain.md §6 prices)",
+            "Cost at the scenario's billing size (docs/sources.md §6 prices)",
             (("cost_per_hour", "$ per hour at steady state"), ("cost_usd", "$ per run, billed to removal")),
         ),
         Figure("errors", "errors", "Errors by kind"),

@@ -1,5 +1,5 @@
 """``.map`` and ``.spawn_map``: how a client's calls leave it when it maps over them (``clients.api = "map"``; the
-modal 1.6.4 client's source, modal/parallel_map.py and modal/_functions.py; domain.md §1, "Client behaviour").
+modal 1.6.4 client's source, modal/parallel_map.py and modal/_functions.py; docs/sources.md §1, "Client behaviour").
 
 Each closed-loop client is one map call over its calls in flight:
 

@@ -1,6 +1,6 @@
 """Per-call overhead on a Function's path (issue 9): the round trips that a call makes besides its own work.
 
-A call to a Function crosses the network and Modal's control plane three times (domain.md §1: "client → accept →
+A call to a Function crosses the network and Modal's control plane three times (docs/sources.md §1: "client → accept →
 start → result back"); each leg is a distribution of its own, drawn from its own named random stream:
 
 - ``overhead.submit``: from the client's call to the Function's accept (stream ``overhead/submit``). The call is in
@@ -14,7 +14,7 @@ start → result back"); each leg is a distribution of its own, drawn from its o
 
 A leg of 0 makes no draw and schedules no event. ``added_latency`` (response − own work) includes whatever they add.
 None is documented: each is an assumption and a calibration target (app copies' measured p50 added latency is
-0.20 s, domain.md §1). Submit and result are one fitted leg each way, lognormal around the fitted median with a
+0.20 s, docs/sources.md §1). Submit and result are one fitted leg each way, lognormal around the fitted median with a
 spread of σ = 0.3 (an assumption: a network leg varies from call to call; no constant stands in for a network);
 dispatch is 0. The server approach has none of them: its requests go through the HTTP proxy
 (``server.proxy_latency_s``).
@@ -32,9 +32,9 @@ from sim.engine import Sim
 from sim.rng import PerClient, Streams
 from sim.scenario import param
 
-_ASSUMPTION = "assumption: not published (domain.md §1 gives only end-to-end latencies)"
+_ASSUMPTION = "assumption: not published (docs/sources.md §1 gives only end-to-end latencies)"
 _FITTED = (
-    "not published; submit and result one equal leg, its median fitted to domain.md §1 "
+    "not published; submit and result one equal leg, its median fitted to docs/sources.md §1 "
     "(calibration/params/reference-loadtest.toml), its spread (lognormal σ 0.3) an assumption"
 )
 

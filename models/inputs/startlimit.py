@@ -1,6 +1,6 @@
 """A Function's start limit: a token bucket of inputs started per second that may ramp up under a backlog.
 
-Modal does not document the start limit (domain.md §1: "spawned inputs start more slowly than they are accepted:
+Modal does not document the start limit (docs/sources.md §1: "spawned inputs start more slowly than they are accepted:
 above about 200/s per Function, extra inputs wait instead of failing"). ``StartBucket`` is the plain bucket of
 sim/limiter.py (rate ``limits.start_rate``, burst ``limits.start_burst``) plus what the autoscaler's
 ``size_to = "startable"`` asks of it: how many inputs it could start within a given time.

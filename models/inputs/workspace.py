@@ -4,7 +4,7 @@ models/inputs/autoscaler.py has the pools).
 With ``workspace.max_containers`` > 0 they hold at most that many containers (starting or ready) together
 (always-warm pools, ``function.containers``, must fit under it: the schema's check), and a decision
 launches no more than the room left (``Workspace``; the rest at later decisions, once another pool's containers
-retire). domain.md §1 says max_containers is "unlimited by default (workspace caps apply)" and gives no figure, so
+retire). docs/sources.md §1 says max_containers is "unlimited by default (workspace caps apply)" and gives no figure, so
 the default is no cap (an assumption, a calibration target). With ``workspace.launch_rate_per_s`` > 0 the pools also
 share one launch bucket (``launch_burst`` at once, then that rate), on top of each one's own: a placement rate of the
 whole workspace (an assumption, off by default). Both couple the pools, so app copies run in parts
@@ -33,7 +33,7 @@ class WorkspaceParams:
     max_containers: int = param(
         0,
         ge=0,
-        source="assumption: domain.md §1 ('max_containers unlimited by default (workspace caps apply)') gives no "
+        source="assumption: docs/sources.md §1 ('max_containers unlimited by default (workspace caps apply)') gives no "
         "figure; a calibration target",
         doc="the most containers (starting or ready) all the run's Functions (every app copy, or the web server) "
         "hold at once; 0 = no cap",
@@ -41,7 +41,7 @@ class WorkspaceParams:
     launch_rate_per_s: float = param(
         0.0,
         ge=0,
-        source="assumption: a workspace's containers are placed by one scheduler (domain.md §2: Kubernetes "
+        source="assumption: a workspace's containers are placed by one scheduler (docs/sources.md §2: Kubernetes "
         "~100-300 pods/s); no figure for Modal, not fitted; a calibration target",
         doc="containers all the run's autoscalers together can launch per second, after launch_burst at once, on "
         "top of each one's autoscaler.launch_rate_per_s; 0 = no workspace-wide limit",

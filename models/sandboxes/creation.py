@@ -1,5 +1,5 @@
 """Sandbox creation at scale under three control planes: the scenario schema, the benchmark client, one run, its
-metrics and the model's descriptor (domain.md §2).
+metrics and the model's descriptor (docs/sources.md §2).
 
 A burst of ``sandboxes.count`` creations (models/sandboxes/fleet.py: workload, fleet, start path) goes through one
 control plane, chosen by ``control_plane`` (models/sandboxes/planes/):

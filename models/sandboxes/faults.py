@@ -1,6 +1,6 @@
 """Control-plane faults of a sandbox-creation run: timed events that take one part of a control plane away for a
-while, and the recovery figures measured around them (domain.md §2: v2 claims "no central bottleneck or coordination
-cost, no single point of failure"; v1's unsharded Postgres on the critical path; Kubernetes' etcd).
+while, and the recovery figures measured around them (docs/sources.md §2: v2 claims "no central bottleneck or
+coordination cost, no single point of failure"; v1's unsharded Postgres on the critical path; Kubernetes' etcd).
 
 Each fault is a timed event of the ``faults`` section: ``<fault>_at_s`` (when it begins, in simulated seconds) and
 ``<fault>_s`` (how long it lasts); a fault is on when its length (for ``worker_death``, its ``worker_death_workers``)
@@ -71,19 +71,19 @@ class FaultParams:
     scheduler_down_detect_s: float = param(
         1.0,
         gt=0,
-        source="assumption: the client's create-call deadline before it retries on another scheduler (domain.md §2 "
-        "gives none; scheduling takes tens of milliseconds, so a second is a generous deadline)",
+        source="assumption: the client's create-call deadline before it retries on another scheduler "
+        "(docs/sources.md §2 gives none; scheduling takes tens of milliseconds, so a second is a generous deadline)",
     )
     stream_stall_at_s: float = _at("stream stall")
     stream_stall_s: float = _len("stream stall", "assumption: a Redis stream failover or a stuck consumer group")
     postgres_failover_at_s: float = _at("Postgres failover")
     postgres_failover_s: float = _len(
-        "Postgres failover", "assumption: a primary failover to a replica; domain.md §2 gives no figure"
+        "Postgres failover", "assumption: a primary failover to a replica; docs/sources.md §2 gives no figure"
     )
     etcd_election_at_s: float = _at("etcd leader election")
     etcd_election_s: float = _len(
         "etcd leader election",
-        "assumption: election timeout plus a new leader's first commit; domain.md §2 gives no figure",
+        "assumption: election timeout plus a new leader's first commit; docs/sources.md §2 gives no figure",
     )
     worker_death_at_s: float = _at("worker death")
     worker_death_workers: int = param(0, ge=0, le=10_000_000, doc="workers that die at worker_death_at_s; 0 = none")
@@ -94,7 +94,7 @@ class FaultParams:
         10.0,
         ge=0,
         source="assumption: until the control plane declares the workers dead and re-creates their sandboxes "
-        "(Kubernetes' node lease is 40 s, domain.md §2; a worker that stops publishing is seen sooner)",
+        "(Kubernetes' node lease is 40 s, docs/sources.md §2; a worker that stops publishing is seen sooner)",
     )
     rate_bin_s: float = param(
         1.0, gt=0, le=3600, source="assumption: the bins the creation rate is measured in around a fault"

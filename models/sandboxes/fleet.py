@@ -1,5 +1,5 @@
 """The shared parts of sandbox creation: the workload, the worker fleet and its start path, and FCFS servers
-(domain.md §2).
+(docs/sources.md §2).
 
 Workload: ``sandboxes.count`` creations from one benchmark client that issues at most ``client.rate`` per second and
 keeps at most ``client.concurrency`` creates outstanding (in Modal's test the client itself was the main
@@ -43,7 +43,7 @@ from sim.scenario import param
 
 @dataclass(frozen=True)
 class SandboxParams:
-    count: int = param(1_000_000, ge=1, source="domain.md §2: one million sandboxes created in under a minute")
+    count: int = param(1_000_000, ge=1, source="docs/sources.md §2: one million sandboxes created in under a minute")
     cpu: float = param(0.5, gt=0, source="assumption: a small sandbox's CPU request")
     memory_gib: float = param(1.0, gt=0, source="assumption: a small sandbox's memory request")
     lifetime_s: float = param(0.0, ge=0, doc="how long a sandbox runs once started; 0 = until the end (all at once)")
@@ -54,7 +54,7 @@ class BenchmarkClientParams:
     rate: float = param(
         20_000.0,
         gt=0,
-        source="assumption, from domain.md §2: 1M created in under a minute with the benchmark "
+        source="assumption, from docs/sources.md §2: 1M created in under a minute with the benchmark "
         "client as the main bottleneck (≈ 17–20k creates/s)",
     )
     concurrency: int = param(20_000, ge=1, le=100_000_000, source="assumption: creates outstanding at once")
@@ -66,7 +66,7 @@ class BenchmarkClientParams:
 
 @dataclass(frozen=True)
 class FleetParams:
-    workers: int = param(20_000, ge=1, le=10_000_000, source="domain.md §2: tens of thousands of workers")
+    workers: int = param(20_000, ge=1, le=10_000_000, source="docs/sources.md §2: tens of thousands of workers")
     worker_cpu: float = param(64.0, gt=0, source="assumption: CPUs per worker")
     worker_memory_gib: float = param(256.0, gt=0, source="assumption: memory per worker (4 GiB per CPU)")
     allow_overload: bool = param(
@@ -78,17 +78,17 @@ class FleetParams:
     container_create: Dist = param(
         LogNormal(0.2, 0.2),
         source="assumption: gVisor sandbox create, before networking (narrow: contention, not "
-        "this spread, makes the tail; domain.md §2)",
+        "this spread, makes the tail; docs/sources.md §2)",
     )
     rtnl_hold_s: float = param(
         0.0008,
         ge=0,
-        source="domain.md §2 Linux networking: netns 0.3–0.5 ms + veth add 0.2–0.3 ms under rtnl_lock",
+        source="docs/sources.md §2 Linux networking: netns 0.3–0.5 ms + veth add 0.2–0.3 ms under rtnl_lock",
     )
     contention_s: float = param(
         0.0011,
         ge=0,
-        source="domain.md §2: 64 parallel `docker run` spread over 2–2.5 s with host networking: 64 × 0.8 ms + "
+        source="docs/sources.md §2: 64 parallel `docker run` spread over 2–2.5 s with host networking: 64 × 0.8 ms + "
         "2,016 × c = 2.25 s gives c ≈ 1.1 ms (with bridge networking, 5–15 s: c ≈ 4.9 ms)",
         doc="extra hold of the worker's start lock per start already queued or holding it when this one arrives "
         "(the kernel and network work around the rtnl lock)",
@@ -256,7 +256,7 @@ class Locks:
     """One start lock per worker (the rtnl lock and the kernel work around it), taken first come first served.
 
     A start that arrives while ``k`` others are queued for or holding its worker's lock holds it ``hold + k ×
-    contention``: the longer the queue, the slower each setup (domain.md §2: 64 parallel starts on one host spread
+    contention``: the longer the queue, the slower each setup (docs/sources.md §2: 64 parallel starts on one host spread
     over seconds, not 64 × 0.8 ms). Only workers with a queue keep its end times (``_ends``), so a fleet of idle
     workers costs one float each."""
 

@@ -1,4 +1,4 @@
-"""Placement: which worker a scheduler sends a sandbox to (domain.md §2, "Research schedulers").
+"""Placement: which worker a scheduler sends a sandbox to (docs/sources.md §2, "Research schedulers").
 
 ``random`` picks one worker uniformly; ``power_of_d`` samples d workers and takes the least loaded of them
 (Mitzenmacher 2001: with d = 2 the tail of the load falls doubly exponentially); ``least_loaded`` scans every

@@ -1,4 +1,4 @@
-"""The load-test approaches, the call styles of domain.md §1's ways past a Function's input limits: the baseline's
+"""The load-test approaches, the call styles of docs/sources.md §1's ways past a Function's input limits: the baseline's
 ``.remote``, ``.spawn`` (way 1), batching (way 3) and the server (way 4), looked up by the scenario's ``approach`` key.
 Way 2, app copies, is not a call style but a deployment choice (``function.copies``), combined with any of them.
 Adding one: a module here (a subclass of ``Approach``) and its line below."""

@@ -1,4 +1,4 @@
-"""What a load-test approach is: one way of calling a Function (domain.md §1, "Four ways past the limits").
+"""What a load-test approach is: one way of calling a Function (docs/sources.md §1, "Four ways past the limits").
 
 An approach says how its calls are made (call style, HTTP or not), which callers make them (a ``Load`` of
 models/inputs/clients.py, or its own), what they call (one Function per app copy, or something else: the server's

@@ -1,5 +1,5 @@
-"""Way 3: batching (domain.md §1). The Function takes a list and runs its items concurrently; an input is a chunk of
-items. A chunk finishes with its slowest item; if one item fails the whole chunk fails (an error of its items).
+"""Way 3: batching (docs/sources.md §1). The Function takes a list and runs its items concurrently; an input is a chunk
+of items. A chunk finishes with its slowest item; if one item fails the whole chunk fails (an error of its items).
 
 Closed-loop clients (``load = "clients"``) send rounds of ``round_items`` items as chunks of ``chunk_items``; the next
 round starts when the whole round is back; a rejected chunk that is not retried raises and ends that client's loop.
@@ -30,7 +30,7 @@ from sim.scenario import param
 @dataclass(frozen=True)
 class BatchingParams:
     round_items: int = param(1000, ge=1, le=10_000_000, source="reference load test: rounds of 1,000 items per client")
-    chunk_items: int = param(32, ge=1, source="reference load test: chunks of 32 items (domain.md §1)")
+    chunk_items: int = param(32, ge=1, source="reference load test: chunks of 32 items (docs/sources.md §1)")
     item_failure_prob: float = param(0.0, ge=0, le=1, doc="chance that one item fails, failing its whole chunk")
     wait_s: float = param(
         0.1,
@@ -67,7 +67,7 @@ class Batching(Approach):
         return kind(sim, sc, log, streams, targets, self.style, self.http)
 
     def ideal_calls_per_s(self, sc: Scenario) -> float:
-        """A round lasts as long as its slowest item (order statistics, domain.md §4); open loop: the rate."""
+        """A round lasts as long as its slowest item (order statistics, docs/sources.md §4); open loop: the rate."""
         if sc.load == "arrivals":
             return super().ideal_calls_per_s(sc)
         n = sc.batching.round_items

@@ -1,4 +1,4 @@
-"""The baseline: every client calls the Function with ``.remote`` (synchronous limits, domain.md §1)."""
+"""The baseline: every client calls the Function with ``.remote`` (synchronous limits, docs/sources.md §1)."""
 
 from __future__ import annotations
 

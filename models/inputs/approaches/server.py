@@ -1,4 +1,4 @@
-"""A Function served as a web app behind Modal's HTTP proxy (domain.md §1, way 4: "server").
+"""A Function served as a web app behind Modal's HTTP proxy (docs/sources.md §1, way 4: "server").
 
 Requests bypass the input queue, so no accept or start limit applies. The proxy sends a request to the ready container
 with the fewest requests in progress (of equals, the first to have become ready), if it has fewer than
@@ -14,7 +14,7 @@ arrival order (one uvicorn event loop: a single server, FCFS), at ``container_cp
 request's CPU phase lasts cpu_per_request_s ÷ container_cpu and waits for the requests before it. (A server running
 several worker processes on a multi-core container would serve them in parallel: not modelled.) The proxy still
 picks the container with the fewest requests in progress. ``container_cpu`` is the reference test's ``cpu=1``
-(domain.md §1); ``cpu_per_request_s`` is an assumption and a calibration target.
+(docs/sources.md §1); ``cpu_per_request_s`` is an assumption and a calibration target.
 
 With ``autoscaler.burst_aware``, the requests answered 503 at one instant count together as demand (without it each
 counts as one request more than those in progress), so that the deferred scale-from-zero decision sees the burst.
@@ -64,9 +64,9 @@ REBUILD_SLACK = 64  # stale keys allowed beyond one per ready container before a
 @dataclass(frozen=True)
 class ServerParams:
     target_concurrency: int = param(
-        1000, ge=1, source="@app.server(target_concurrency=1000) in the reference load test (domain.md §1)"
+        1000, ge=1, source="@app.server(target_concurrency=1000) in the reference load test (docs/sources.md §1)"
     )
-    max_concurrency: int = param(0, ge=0, source="domain.md §1; 0 = no cap (not set in the reference test)")
+    max_concurrency: int = param(0, ge=0, source="docs/sources.md §1; 0 = no cap (not set in the reference test)")
     scaleup_window_s: float = param(
         10.0, gt=0, source="assumption: the proxy's scale-up window is not given in domain.md"
     )
@@ -87,13 +87,13 @@ class ServerParams:
     container_cpu: float = param(
         1.0,
         ge=0,
-        source="@app.server(cpu=1) in the reference load test (domain.md §1); 0 = CPU not modelled",
+        source="@app.server(cpu=1) in the reference load test (docs/sources.md §1); 0 = CPU not modelled",
         doc="cores per container serving the requests' CPU work (with cpu_per_request_s > 0)",
     )
     cpu_per_request_s: float = param(
         0.00398,
         ge=0,
-        source="not published; fitted to domain.md §1 (calibration/params/reference-loadtest.toml), not pinned "
+        source="not published; fitted to docs/sources.md §1 (calibration/params/reference-loadtest.toml), not pinned "
         "down (profile 0.0002 .. 0.00398)",
         doc="core-seconds of CPU per request besides its sleep, served FCFS per container; 0 = none",
     )

@@ -1,4 +1,4 @@
-"""Way 1: ``fc = f.spawn(x); fc.get()`` (domain.md §1): asynchronous accept limits (1,500/s, 1,000,000 pending),
+"""Way 1: ``fc = f.spawn(x); fc.get()`` (docs/sources.md §1): asynchronous accept limits (1,500/s, 1,000,000 pending),
 then the start limit binds."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The sandbox control planes (domain.md §2), looked up by the scenario's ``control_plane`` key. Adding one: a module
-here (a subclass of ``ControlPlane``) and its line below."""
+"""The sandbox control planes (docs/sources.md §2), looked up by the scenario's ``control_plane`` key. Adding one: a
+module here (a subclass of ``ControlPlane``) and its line below."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a sandbox control plane is, and what the three share (domain.md §2).
+"""What a sandbox control plane is, and what the three share (docs/sources.md §2).
 
 A control plane takes create requests from the benchmark client (``submit``), places each sandbox on a worker of the
 fleet and tells the client when the create call returns (``Client.placed_at`` or ``Client.placed_on``); it

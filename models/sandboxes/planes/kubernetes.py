@@ -1,4 +1,4 @@
-"""A Kubernetes-style control plane as the foil (domain.md §2, "Kubernetes figures").
+"""A Kubernetes-style control plane as the foil (docs/sources.md §2, "Kubernetes figures").
 
 A pod create goes to the API server (at most ``apiserver_mutating_inflight`` mutating requests at once, each held
 until etcd has committed it; more wait in arrival order) and is written to etcd. The scheduler takes pods one at a
@@ -13,8 +13,8 @@ asynchronous in kube-scheduler). The kubelet of the node picks the pod up after 
 writes per second at ``etcd_latency_s``, also carrying every node's lease renewal each ``lease_interval_s`` (O(nodes)
 load independent of pod creation).
 
-The defaults are upstream's (domain.md §2), including the scheduler's client rate limit of 50 QPS / burst 100, which
-caps binding at about 50 pods/s; scale tests raise it, and the sandboxes-k8s preset does (an assumption, stated
+The defaults are upstream's (docs/sources.md §2), including the scheduler's client rate limit of 50 QPS / burst 100,
+which caps binding at about 50 pods/s; scale tests raise it, and the sandboxes-k8s preset does (an assumption, stated
 there).
 
 Left out: watch fan-out, controller-manager (pods are created directly, not through ReplicaSets), preemption,
@@ -41,16 +41,18 @@ LEASE_CHUNK = 2**16  # lease renewals booked between two checks of the run's bud
 @dataclass(frozen=True)
 class KubernetesParams:
     apiserver_mutating_inflight: int = param(
-        200, ge=1, le=1_000_000, source="domain.md §2: apiserver in-flight 200 mutating"
+        200, ge=1, le=1_000_000, source="docs/sources.md §2: apiserver in-flight 200 mutating"
     )
     etcd_writes_per_s: float = param(
-        44_000.0, gt=0, source="domain.md §2 etcd: 1,000 clients ~44,000–50,000 writes/s (3 × 8 vCPU, SSD)"
+        44_000.0, gt=0, source="docs/sources.md §2 etcd: 1,000 clients ~44,000–50,000 writes/s (3 × 8 vCPU, SSD)"
     )
-    etcd_latency_s: float = param(0.022, ge=0, source="domain.md §2 etcd: ~22 ms at 1,000 clients")
-    etcd_clients: int = param(1000, ge=1, le=1_000_000, source="domain.md §2 etcd benchmark: 1,000 clients")
+    etcd_latency_s: float = param(0.022, ge=0, source="docs/sources.md §2 etcd: ~22 ms at 1,000 clients")
+    etcd_clients: int = param(1000, ge=1, le=1_000_000, source="docs/sources.md §2 etcd benchmark: 1,000 clients")
     cycle_s: float = param(0.0002, ge=0, source="assumption: the fixed part of one scheduling cycle")
     node_score_s: float = param(
-        0.000037, ge=0, source="fitted: ~745 pods/s at 5,000 nodes (domain.md §2 CI floor 680–810 without kubelets)"
+        0.000037,
+        ge=0,
+        source="fitted: ~745 pods/s at 5,000 nodes (docs/sources.md §2 CI floor 680–810 without kubelets)",
     )
     sampled_nodes: int = param(
         8,
@@ -60,11 +62,15 @@ class KubernetesParams:
         doc="the pick among the scored nodes is the least loaded of this many of them, drawn at random (the real "
         "scheduler scores every one; a sample keeps a placement O(1) while the cycle is still charged for all)",
     )
-    scheduler_qps: float = param(50.0, gt=0, source="domain.md §2: kube-scheduler client rate limit, 50 QPS by default")
-    scheduler_burst: float = param(100.0, ge=1, source="domain.md §2: kube-scheduler client burst, 100 by default")
+    scheduler_qps: float = param(
+        50.0, gt=0, source="docs/sources.md §2: kube-scheduler client rate limit, 50 QPS by default"
+    )
+    scheduler_burst: float = param(
+        100.0, ge=1, source="docs/sources.md §2: kube-scheduler client burst, 100 by default"
+    )
     kubelet_pickup_s: float = param(0.1, ge=0, source="assumption: watch delivery to the kubelet")
-    lease_interval_s: float = param(10.0, ge=0.001, source="domain.md §2: node Lease renewed every 10 s")
-    writes_per_pod: int = param(3, ge=2, source="domain.md §2 'several writes to etcd': create, binding, status")
+    lease_interval_s: float = param(10.0, ge=0.001, source="docs/sources.md §2: node Lease renewed every 10 s")
+    writes_per_pod: int = param(3, ge=2, source="docs/sources.md §2 'several writes to etcd': create, binding, status")
 
 
 class RateLimit:

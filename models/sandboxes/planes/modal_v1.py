@@ -1,9 +1,9 @@
-"""Modal's v1 sandbox control plane: one central Postgres on the create path (domain.md §2, "Modal v1").
+"""Modal's v1 sandbox control plane: one central Postgres on the create path (docs/sources.md §2, "Modal v1").
 
 A create is queued by a write to Postgres; one of ``schedulers`` optimistic schedulers claims it and commits the
 assignment to a worker in another transaction; with several schedulers claiming from the same queue head, a commit
 conflicts with probability (schedulers − 1) / (schedulers − 1 + hot_rows) and is retried (Omega-style optimistic
-concurrency; hot-row contention, domain.md §2; counted as a rejection and a retry); the worker starts the sandbox
+concurrency; hot-row contention, docs/sources.md §2; counted as a rejection and a retry); the worker starts the sandbox
 and its status is written. So ``writes_per_sandbox`` transactions (plus retries) of one unsharded Postgres are on the
 critical path: ``connections`` FCFS servers at ``tps`` transactions per second in all, each with ``latency_s`` of
 round trip. A scheduler reads exact state from the database, so no worker refuses a placement; when both workers it
@@ -31,11 +31,15 @@ from sim.scenario import param
 
 @dataclass(frozen=True)
 class PostgresParams:
-    tps: float = param(7_600.0, gt=0, source="domain.md §2 pgbench TPC-B, 256 clients, 16 vCPU network disk: 7.2–8.1k")
-    connections: int = param(256, ge=1, le=100_000, source="domain.md §2: pgbench at 256 clients")
+    tps: float = param(
+        7_600.0, gt=0, source="docs/sources.md §2 pgbench TPC-B, 256 clients, 16 vCPU network disk: 7.2–8.1k"
+    )
+    connections: int = param(256, ge=1, le=100_000, source="docs/sources.md §2: pgbench at 256 clients")
     latency_s: float = param(0.002, ge=0, source="assumption: an in-region round trip to the database")
     writes_per_sandbox: int = param(
-        3, ge=2, source="domain.md §2: queued, assigned, ... (several writes); assumption: enqueue, assignment, status"
+        3,
+        ge=2,
+        source="docs/sources.md §2: queued, assigned, ... (several writes); assumption: enqueue, assignment, status",
     )
     schedulers: int = param(16, ge=1, le=10_000, source="assumption: optimistic parallel schedulers")
     hot_rows: int = param(32, ge=1, le=1_000_000, source="assumption: queue-head rows the schedulers claim from")

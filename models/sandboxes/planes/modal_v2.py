@@ -1,4 +1,4 @@
-"""Modal's v2 sandbox control plane (domain.md §2, "Modal v2").
+"""Modal's v2 sandbox control plane (docs/sources.md §2, "Modal v2").
 
 A load balancer sends each create to one of ``scheduler.count`` scheduler servers (``threads`` at once, a light CPU
 step ``cpu_s`` each). The scheduler places the sandbox from its in-memory cache of worker state (``placement``:
@@ -48,29 +48,29 @@ from sim.scenario import param
 
 @dataclass(frozen=True)
 class SchedulerParams:
-    count: int = param(32, ge=1, le=10_000, source="assumption: domain.md §2 'a fleet of scheduler servers'")
+    count: int = param(32, ge=1, le=10_000, source="assumption: docs/sources.md §2 'a fleet of scheduler servers'")
     threads: int = param(8, ge=1, le=10_000, source="assumption: creates a scheduler server handles at once")
-    cpu_s: float = param(0.001, gt=0, source="assumption: 'one light CPU step' (domain.md §2)")
+    cpu_s: float = param(0.001, gt=0, source="assumption: 'one light CPU step' (docs/sources.md §2)")
     request_s: float = param(
         0.0245,
         ge=0,
-        source="fitted to domain.md §2 (scheduling 'tens of milliseconds'; calibration/params/sandboxes.toml)",
+        source="fitted to docs/sources.md §2 (scheduling 'tens of milliseconds'; calibration/params/sandboxes.toml)",
         doc="the create request's time in the scheduler besides its CPU step, not holding a thread (authentication, "
         "gRPC, lookups)",
     )
     placement: Literal["random", "power_of_d", "least_loaded"] = param(
-        "power_of_d", source="domain.md §2 'a fast scheduling algorithm'; power of d (Mitzenmacher 2001)"
+        "power_of_d", source="docs/sources.md §2 'a fast scheduling algorithm'; power of d (Mitzenmacher 2001)"
     )
     d: int = param(2, ge=1, le=1000, doc="choices sampled by power_of_d")
     publish_interval_s: float = param(1.0, ge=0.001, source="assumption: 'workers periodically publish their state'")
-    streams: int = param(1, ge=1, le=100_000, source="domain.md §2: all workers publish to one Redis stream")
+    streams: int = param(1, ge=1, le=100_000, source="docs/sources.md §2: all workers publish to one Redis stream")
     stream_msgs_per_s: float = param(
         200_000.0,
         gt=0,
-        source="assumption: one stream takes 100,000 workers at 1 s with room (domain.md §2 "
+        source="assumption: one stream takes 100,000 workers at 1 s with room (docs/sources.md §2 "
         "'fine beyond 100,000 workers'); Redis Streams 10k msg/s on 2 cores is a floor",
     )
-    stream_lag_s: float = param(0.002, ge=0, source="domain.md §2: Redis Streams 99.9% delivered within 2 ms")
+    stream_lag_s: float = param(0.002, ge=0, source="docs/sources.md §2: Redis Streams 99.9% delivered within 2 ms")
     metadata_writes_per_s: float = param(
         200_000.0, gt=0, source="assumption: the async metadata store (sandbox objects in Redis)"
     )
@@ -139,7 +139,7 @@ class ModalV2(ControlPlane):
     # --- the create path -------------------------------------------------------------------------------------
     # client → load balancer → scheduler (a hop, then request_s), the scheduler's queue and CPU step, placement,
     # scheduler → worker (a hop), the worker's RPC (rpc_s) and its accept or reject, the answer back to the scheduler
-    # and on to the client (two hops): the create call returns then, placed and starting (domain.md §2).
+    # and on to the client (two hops): the create call returns then, placed and starting (docs/sources.md §2).
     def submit(self, sandbox: int) -> None:
         self.submit_many(range(sandbox, sandbox + 1))
 
