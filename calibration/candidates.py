@@ -132,12 +132,12 @@ START_RAMP = Free(
     log=False,
     also=("limits.start_relax_per_s",),
 )
-# Where a ramp carries the rate up, the base rate starts near the doc's "about 200/s" (docs/sources.md §1); a smaller
-# grid.
+# Where a ramp carries the rate up, the base rate starts near the doc's "about 200/s" (docs/sources.md §1);
+# a smaller grid.
 SERVER_CPU_FIT = replace(SERVER_CPU, grid=())
 RAMP_BASE = replace(START_RATE, start=200.0, grid=(200.0, 500.0))
 
-# Every mechanism's switch in its "off" position (the model as before issue 9); a candidate turns some on.
+# Every mechanism's switch in its "off" position (the model with none of the mechanisms); a candidate turns some on.
 OFF = {
     "limits.start_ramp_per_s": "0",
     "limits.start_rate_max": "833",  # a ramp's ceiling (models/inputs/startlimit.py): with no ramp, no effect
@@ -166,7 +166,7 @@ WHOLE_BACKLOG = {"autoscaler__scaleup_step": "0", "autoscaler__burst_aware": "tr
 CANDIDATES: tuple[Candidate, ...] = (
     Candidate(
         "baseline",
-        "the model before issue 9: a FIFO token-bucket start limit, one container added per decision, no overhead",
+        "none of the mechanisms: a FIFO token-bucket start limit, one container added per decision, no overhead",
         switches(),
         (START_RATE, INTERVAL, COLD_MEDIAN),
     ),

@@ -1,4 +1,4 @@
-"""The envelope of a fit: what its runs covered, written beside the fitted parameters (issue 23).
+"""The envelope of a fit: what its runs covered, written beside the fitted parameters.
 
 ``calibration.fit --out`` writes it as the parameter file's ``[envelope]`` table (models/inputs/envelope.py's keys,
 which a run is compared with): the most clients, calls in flight per client, app copies and ideal calls/s, and the

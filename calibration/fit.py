@@ -9,7 +9,7 @@ give the cold-start distribution; traces of sandbox creates the v2 request time.
 The reference load test:
 
 Every released figure of docs/sources.md §1's measured table is a target (calibration/targets.py: calls/s, first 8,000
-back, added-latency p50/p90/p99, containers and errors of spawn, app copies, batching and server, with issue 9's
+back, added-latency p50/p90/p99, containers and errors of spawn, app copies, batching and server, with their
 acceptance bands); the cells kept aside are predictions, reported and never fitted. Each candidate set of mechanisms
 (calibration/candidates.py) is fitted by a grid then Nelder–Mead over its free parameters (calibration/search.py) on
 Σ((model − measured) / tolerance)² of the figures' means over seeds (calibration/objective.py); each fitted parameter

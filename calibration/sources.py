@@ -1,7 +1,7 @@
 """What ``calibration.fit`` fits to: its SOURCEs, each a reference table or a recorded trace.
 
 - A reference table: ``loadtest``, ``coldstart``, ``sandboxes`` (calibration/reference/NAME.toml and the figures of
-  calibration/coldstart.py and calibration/sandboxes.py: domain.md's published figures, with their source), or the
+  calibration/coldstart.py and calibration/sandboxes.py: the published figures of docs/sources.md), or the
   path of such a TOML file.
 - A trace directory (calibration/trace.py), recorded on Modal by ``calibration.run`` or written by the simulator.
   A trace of calls becomes targets for the method of simulated moments: each of its ``STATISTICS`` (computed by

@@ -6,7 +6,7 @@ clients × 1,000 calls in flight, work uniform(1, 10) s, 60 s). Every released c
 not released to the project, so there is nothing to fit them to). A recorded trace's figures are targets too, with a
 band from the bootstrap over the trace's calls instead (calibration/sources.py).
 
-Tolerances are issue 9's acceptance bands, by kind of figure: calls/s and containers 10%, first 8,000 back 20%,
+Tolerances are the acceptance bands, by kind of figure: calls/s and containers 10%, first 8,000 back 20%,
 added-latency percentiles 30% (an absolute 0.1 s for measured values under 0.5 s: a predicted 0.00 s is not a 0.20 s
 median), errors exactly 0 (a penalty of one band per 1% of the calls issued that fail).
 """
@@ -27,7 +27,7 @@ CONTAINERS = "containers_peak"
 ERRORS = "errors"
 LATENCIES = (P50, P90, P99)
 
-# Acceptance bands (issue 9, "Done when"), by figure: (relative, absolute floor, measured values below which the
+# Acceptance bands, by figure: (relative, absolute floor, measured values below which the
 # floor applies instead of the relative band).
 RELATIVE = {CALLS: 0.10, CONTAINERS: 0.10, FIRST: 0.20, P50: 0.30, P90: 0.30, P99: 0.30}
 ABSOLUTE_FLOOR_S, FLOOR_BELOW_S = 0.1, 0.5

@@ -56,9 +56,9 @@ def run(
     series: bool = False,
     jobs: int = 1,
 ) -> dict:
-    """One run's metrics (interfaces.md). ``records``: also ``["records"]``, a DataFrame of per-call, per-sandbox or
-    per-start records; ``series``: also ``["series"]``, the time series the report draws; ``jobs``: processes for
-    the run's independent parts (app copies; the same numbers whatever it is)."""
+    """One run's metrics (the model's declared ``Metrics``, sim/metrics.py). ``records``: also ``["records"]``, a
+    DataFrame of per-call, per-sandbox or per-start records; ``series``: also ``["series"]``, the time series the report
+    draws; ``jobs``: processes for the run's independent parts (app copies; the same numbers whatever it is)."""
     sc = scenario(name, set, params)
     out: dict = {}
     metrics = run_scenario(sc, seed=seed, series=out if series else None, records=records, jobs=jobs)

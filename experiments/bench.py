@@ -13,7 +13,7 @@
   events with no shortcut at all (``shortcuts = "none"``: neither the recursion nor the engine's calendar and delay
   lines), as any scenario that is not such a queue runs, and the same queue written
   on SimPy's own loop as callbacks on timeouts (``simpy_mmc``), both as ratios to the loop.
-- loadtest scale (issue 14): the reference load test grown with app copies (one copy per client, 1,000 calls in
+- loadtest scale: the reference load test grown with app copies (one copy per client, 1,000 calls in
   flight each, 60 s), at 1,000 clients (about 10 million calls) in a fresh process (wall, peak memory), its
   independent parts on one process and on two (``--jobs 2``: models/inputs/parts.py), and the exponent of
   wall ∝ calls over 50, 100, 200 and 400 clients (one process).
@@ -257,7 +257,7 @@ def mmc_ratio(servers: int, rate: float, horizon: float, repeat: int) -> dict:
     }
 
 
-SIMFAAS = [  # SimFaaS's README example, scaled per request (issue 14)
+SIMFAAS = [  # SimFaaS's README example, scaled per request
     "function.containers=0",
     "function.max_inputs=1",
     "autoscaler.interval_s=0.05",

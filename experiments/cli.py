@@ -1,4 +1,4 @@
-"""What every command shares: loading a scenario from the command line, running it, and exit codes (interfaces.md).
+"""What every command shares: loading a scenario from the command line, running it, and exit codes (README, "Use").
 
 Exit codes: 0 success; 2 bad input, one line on stderr naming the key or file; 130 interrupted (Ctrl-C), one line;
 1 anything else.

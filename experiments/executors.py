@@ -2,7 +2,7 @@
 
 - ``process`` (``run_on_pool``): ``--jobs`` local worker processes; ``serial`` runs in the sweep's own process.
 - ``dask-local`` / ``dask://HOST:PORT`` (``run_on_dask``): a Dask ``LocalCluster`` the sweep starts, or the workers of
-  a running Dask scheduler (issue 14).
+  a running Dask scheduler.
 - ``modal`` (``run_on_modal``): the points as inputs of one Modal Function (``Function.starmap``, modal 1.6.4:
   modal/parallel_map.py) in an ephemeral app, ``scalesim-sweep``, whose image holds this project's packages and the
   dependencies a run needs. Built and driven offline in the tests (a stand-in for ``starmap``); not run against the

@@ -18,8 +18,8 @@
   side; each policy's edge is the largest spike after which every seed recovered (experiments/recovery.py).
 
 Each answer gives the configuration, its metrics as means with 95% CIs over ``--seeds`` replications (t), its cost in
-container-seconds and in money (billed to each container's removal, at the scenario's ``billing`` size and domain.md
-§6's prices: ``--set billing.cpu=2``; per run and per hour at steady state), the
+container-seconds and in money (billed to each container's removal, at the scenario's ``billing`` size and
+docs/sources.md §6's prices: ``--set billing.cpu=2``; per run and per hour at steady state), the
 runner-up options, and how many simulations the search ran: in words and a table, or ``--json``. ``--params`` overlays
 a calibrated parameter file (calibration.fit ``--out``), ``--set`` any scenario key.
 """

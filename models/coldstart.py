@@ -205,7 +205,7 @@ class Starter:
 
 
 def run(sc: ColdStartScenario, seed: int = 0, series: dict | None = None, records: bool = False, jobs: int = 1) -> dict:
-    """Simulate ``coldstart.starts`` container starts; return the container-start metrics of interfaces.md. With
+    """Simulate ``coldstart.starts`` container starts; return the container-start metrics declared below. With
     ``records``, ``metrics["records"]`` is a DataFrame of one row per start: its time, its phases and total. ``jobs`` is
     not used (a run of one part)."""
     wall0 = time.perf_counter()

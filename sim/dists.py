@@ -1,8 +1,8 @@
-"""Distributions parsed from strings (interfaces.md: scenario keys).
+"""Distributions parsed from strings (the values of scenario keys).
 
 ``constant(x)``, ``uniform(a, b)``, ``exponential(mean)``, ``lognormal(median, sigma)``, ``empirical(PATH)``.
 Each is a small frozen value object that knows its analytic mean and variance and the expected maximum of n
-draws, so tests and ideal figures use them as oracles (the Ciw habit, house-style.md). Sampling is batched:
+draws, so tests and ideal figures use them as oracles (the Ciw habit). Sampling is batched:
 ``sampler(rng)`` returns a zero-argument callable that hands out pre-drawn values, since one numpy call per
 value costs more than the event it feeds.
 """

@@ -1,7 +1,7 @@
 """The simulation clock: a SimPy environment driven by one lean loop, with cheap callbacks for hot paths.
 
 SimPy processes read best for slow control loops (the monitor); per-call paths run millions of events, and a
-generator process costs several times a plain callback (house-style.md, "Hot paths"). Every entry of the event heap
+generator process costs several times a plain callback, so hot paths use callbacks. Every entry of the event heap
 is ``(time, priority, id, fn, arg)``, ordered by (time, priority, id) (ids are unique, so ``fn`` is never compared),
 and ``Sim.run`` is one loop: pop the earliest entry, set the clock, call ``fn(arg)``. ``Sim.call_at`` and
 ``Sim.call_in`` push such entries; SimPy's own events are pushed by its environment's ``schedule`` as

@@ -3,7 +3,7 @@
 A scenario's schema is a tree of frozen dataclasses (one per mechanism, defined next to the model that uses it).
 Fields carry their range and source in ``param(...)`` metadata. ``build`` walks the tree, so that an unknown key,
 a wrongly typed value or an out-of-range value raises ``ScenarioError`` naming the dotted key: nothing else in the
-project reads raw dicts, and a mistyped key can never silently fall back to a default (house-style.md).
+project reads raw dicts, and a mistyped key can never silently fall back to a default.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ def param(
     doc: str = "",
     aliases: dict[str, str] | None = None,
 ) -> Any:
-    """A schema field: default, bounds, and where its value comes from (domain.md section or 'assumption'). A choice
-    field's ``aliases``: deprecated spellings of its values, each replaced by its value when the scenario is built."""
+    """A schema field: default, bounds, and where its value comes from (a docs/sources.md section or 'assumption'). A
+    choice field's ``aliases``: deprecated spellings of its values, each replaced by its value when the scenario is
+    built."""
     meta = {"ge": ge, "gt": gt, "le": le, "source": source, "doc": doc, "aliases": aliases or {}}
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: default, metadata=meta)

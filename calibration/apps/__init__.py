@@ -1,4 +1,4 @@
-"""Real Modal apps for calibration runs (GitHub issue 12), written against modal 1.6.4's API.
+"""Real Modal apps for calibration runs, written against modal 1.6.4's API.
 
 - ``loadtest``: the reference load test's Function, its four ways past the limits (docs/sources.md §1).
 - ``coldstart``: a container-start probe, lazy loading vs memory snapshot restore (docs/sources.md §3).

@@ -32,11 +32,11 @@ or fewer with a container idle for the scaledown window (woken at the grid point
 earlier than the least idle_since seen at the last decision, or that decision's time, plus the window; with none
 idle, woken when one goes idle: ``went_idle``). An owner
 whose wanted count moves with time alone (a Function with inputs pending under a start limit that sizes the pool;
-the HTTP server's sliding window of peaks) is decided at every grid point, as before. The grid points are the same
-floating-point sums as before (``DecisionGrid``), and a skipped decision would have drawn nothing and changed
-nothing, so results are identical: the ``idle_decisions`` shortcut (models/inputs/shortcuts.py), proven by the
-differential tests (tests/test_shortcuts.py) against runs with ``shortcuts = "all,-idle_decisions"``. A container
-that becomes ready with nothing to run wakes a sleeping pool too (it may retire without any change of load).
+the HTTP server's sliding window of peaks) is decided at every grid point. The grid points are the same
+floating-point sums whether or not a decision is skipped (``DecisionGrid``), and a skipped decision would have drawn
+nothing and changed nothing, so results are identical: the ``idle_decisions`` shortcut (models/inputs/shortcuts.py),
+proven by the differential tests (tests/test_shortcuts.py) against runs with ``shortcuts = "all,-idle_decisions"``. A
+container that becomes ready with nothing to run wakes a sleeping pool too (it may retire without any change of load).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class AutoscalerParams:
     )
     burst_aware: bool = param(
         True,
-        source="assumption: scale-from-zero sees the whole same-instant backlog (issue 9); on in the candidate kept by "
+        source="assumption: scale-from-zero sees the whole same-instant backlog; on in the candidate kept by "
         "calibration.fit",
         doc="true: work reaching an empty pool is sized at the end of the instant, to the whole burst",
     )
@@ -291,8 +291,8 @@ class ContainerPool:
     def went_idle(self) -> None:
         """A container of a sleeping pool has just become idle (its last input finished, or it is ready with nothing
         to run): if fewer containers are wanted it may retire once idle for the window, although the owner's load
-        may not have moved; if as many are wanted, it may once the load falls (issue 22: a pool that slept through
-        either missed the retirement)."""
+        may not have moved; if as many are wanted, it may once the load falls (without this call a pool that slept
+        through either would miss the retirement)."""
         self.poke()
 
     def decide(self) -> None:

@@ -1,4 +1,4 @@
-"""The envelope a load test's parameters were calibrated on, and where a run leaves it (issue 23).
+"""The envelope a load test's parameters were calibrated on, and where a run leaves it.
 
 The fitted parameters (calibration/params/reference-loadtest.toml) are supported only as far as the runs they were
 fitted to went: the reference load test's 8 clients × 1,000 calls in flight for 60 s, 8 app copies at most, and the

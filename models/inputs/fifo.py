@@ -1,4 +1,4 @@
-"""A fixed pool under an open loop, served by recursion instead of events (issue 14: aggregation on the hot path).
+"""A fixed pool under an open loop, served by recursion instead of events (aggregation on the hot path).
 
 A Function whose pool is fixed (``function.containers`` > 0: always warm, no autoscaling), with no input limits
 (``limits.enabled = false``), every slot alike (``target_inputs`` = ``max_inputs``) and no dispatch overhead, fed by

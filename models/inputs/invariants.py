@@ -24,8 +24,8 @@ the model, not a result, and ends the run with ``InvariantViolated`` (exit 1, on
   path ``overhead.submit`` + ``overhead.dispatch`` + ``overhead.result``, at their distributions' least values; on
   the HTTP path the proxy's hop each way, when constant).
 
-The ideal (``ideal_calls_per_s``, domain.md's calls in flight ÷ mean call) is a steady rate, not a bound: a run's
-calls/s may pass it by chance (an open loop's arrivals are Poisson), and the counting rule counts the calls in
+The ideal (``ideal_calls_per_s``, calls in flight ÷ mean call: docs/sources.md §1) is a steady rate, not a bound: a
+run's calls/s may pass it by chance (an open loop's arrivals are Poisson), and the counting rule counts the calls in
 flight at the start, N of them at t = 0, so calls/s is about ideal + N ÷ T: with no overhead and no limit at all the
 reference test reads 1,540 against 1,455, and a window of 2 s 4,000 (README, "Counting rules"). The bounds that
 always hold are the callers' and the containers' above, and a window too short to measure anything (``window_error``:

@@ -120,7 +120,7 @@ SHORTCUTS = Shortcuts(engine_shortcuts(Scenario) + SHAPES, Scenario)
 
 
 def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool = False, jobs: int = 1) -> dict:
-    """Simulate one scenario; return its metrics (interfaces.md, "Function load tests").
+    """Simulate one scenario; return its metrics (declared in the descriptor below).
 
     Pass a dict as ``series`` to receive time series sampled every monitor interval: t, running, pending, containers,
     started (cumulative) and accepted (cumulative: started + pending). With ``records``, ``metrics["records"]`` is a

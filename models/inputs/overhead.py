@@ -1,4 +1,4 @@
-"""Per-call overhead on a Function's path (issue 9): the round trips that a call makes besides its own work.
+"""Per-call overhead on a Function's path: the round trips that a call makes besides its own work.
 
 A call to a Function crosses the network and Modal's control plane three times (docs/sources.md §1: "client → accept →
 start → result back"); each leg is a distribution of its own, drawn from its own named random stream:

@@ -1,4 +1,4 @@
-"""A load test in independent parts (issue 14), one at a time or on several processes.
+"""A load test in independent parts, one at a time or on several processes.
 
 App copies under closed-loop clients fall into independent parts (``Approach.parts``): client i calls copy
 i mod copies and nothing else is shared, so each copy with its clients is a run of its own (copies with fewer than

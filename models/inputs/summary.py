@@ -27,7 +27,8 @@ class Window:
 
 
 def summarize(a: dict[str, np.ndarray], window: Window) -> dict:
-    """The call metrics of interfaces.md from a table of records (``CallLog.arrays()``, a trace): ``CallSummary``.
+    """The call metrics (sim/metrics.py declarations) from a table of records (``CallLog.arrays()``, a trace):
+    ``CallSummary``.
 
     Units. A *call* is one item: a batched chunk is one *input* that carries ``items`` calls; for every other approach
     an input is one call. Metrics named ``calls*`` and ``errors*`` count calls; ``inputs*`` count inputs; the added

@@ -6,7 +6,7 @@ control plane, chosen by ``control_plane`` (models/sandboxes/planes/):
 - ``modal-v2``: a fleet of schedulers over worker state cached from Redis streams;
 - ``modal-v1``: creates queued and assigned through one central Postgres;
 - ``kubernetes``: API server, etcd, a serial scheduling cycle, kubelets.
-Metrics (interfaces.md, "Sandbox creation"): created, makespan, rate, schedule latency, time to interactive,
+Metrics (declared below, sim/metrics.py ``Metrics``): created, makespan, rate, schedule latency, time to interactive,
 rejections, retries, per-resource utilization and the bottleneck, and a time series of sandboxes created per second
 and running.
 
@@ -67,7 +67,7 @@ FIT = "calibration.fit sandboxes: the fit's runs (calibration/params/sandboxes.t
 
 @dataclass(frozen=True)
 class EnvelopeParams:
-    """What the fitted parameter (the v2 create path's ``scheduler.request_s``) was fitted on (issue 23)."""
+    """What the fitted parameter (the v2 create path's ``scheduler.request_s``) was fitted on: its envelope."""
 
     runs: str = param("sandboxes-v2's fit", source=FIT, doc='what the parameters were calibrated on ("": no check)')
     count: int = param(100_000, ge=0, source=FIT, doc="the most sandboxes of a calibration run")

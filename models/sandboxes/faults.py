@@ -4,8 +4,9 @@ coordination cost, no single point of failure"; v1's unsharded Postgres on the c
 
 Each fault is a timed event of the ``faults`` section: ``<fault>_at_s`` (when it begins, in simulated seconds) and
 ``<fault>_s`` (how long it lasts); a fault is on when its length (for ``worker_death``, its ``worker_death_workers``)
-is above zero, and every default is off, so a scenario without faults runs exactly as before. A fault applies to the
-planes where it means something (``PLANES``); a key of a fault set on another plane is an error naming the key.
+is above zero, and every default is off, so a scenario without faults runs exactly as it does with no ``faults``
+section. A fault applies to the planes where it means something (``PLANES``); a key of a fault set on another plane is
+an error naming the key.
 
 - ``scheduler_down`` (modal-v2): scheduler server 0 dies and restarts after the length (its cache of its own
   placements lost). The load balancer keeps routing to it (no health check is modelled: an assumption); a create

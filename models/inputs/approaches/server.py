@@ -68,7 +68,7 @@ class ServerParams:
     )
     max_concurrency: int = param(0, ge=0, source="docs/sources.md §1; 0 = no cap (not set in the reference test)")
     scaleup_window_s: float = param(
-        10.0, gt=0, source="assumption: the proxy's scale-up window is not given in domain.md"
+        10.0, gt=0, source="assumption: the proxy's scale-up window is not given (docs/sources.md §1)"
     )
     proxy_latency_s: float = param(
         0.005,
