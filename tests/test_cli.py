@@ -1,4 +1,4 @@
-"""The commands end to end: exit codes, one-line errors, JSON output, determinism (interfaces.md)."""
+"""The commands end to end: exit codes, one-line errors, JSON output, determinism (README, "Use")."""
 
 from __future__ import annotations
 
