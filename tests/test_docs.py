@@ -166,7 +166,9 @@ class Links(HTMLParser):
                 self.hrefs.append(a[key])
 
 
-def test_no_dead_internal_link(site):
+def dead_links(site: Path) -> tuple[int, list[str]]:
+    """(links checked, dead ones) of a built site: every local href or src of every page must be a file of the
+    site (a folder: its index.html), and its #anchor an id of that page."""
     pages: dict[Path, Links] = {}
     for path in site.rglob("*.html"):
         parser = Links()
@@ -190,5 +192,21 @@ def test_no_dead_internal_link(site):
                 dead.append(f"{path.relative_to(site)}: {href}")
             elif url.fragment and target.suffix == ".html" and unquote(url.fragment) not in pages[target].ids:
                 dead.append(f"{path.relative_to(site)}: {href} (no such anchor)")
+    return checked, dead
+
+
+def test_link_checker_finds_dead_links(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "index.html").write_text('<a href="a/">a</a> <a href="a/#x">x</a> <a href="#top" id="top">t</a>')
+    (tmp_path / "a" / "index.html").write_text(
+        '<h2 id="x">x</h2> <a href="../b/">b</a> <a href="../#nope">n</a> <img src="../i.png"> <a href="https://e.org">e</a>'
+    )
+    checked, dead = dead_links(tmp_path)
+    assert checked == 6
+    assert dead == ["a/index.html: ../b/", "a/index.html: ../#nope (no such anchor)", "a/index.html: ../i.png"]
+
+
+def test_no_dead_internal_link(site):
+    checked, dead = dead_links(site)
     assert checked > 100
     assert dead == []
