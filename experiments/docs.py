@@ -12,9 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import importlib
 import os
-import pkgutil
 import re
 import sys
 import typing
@@ -306,18 +304,24 @@ OTHERS = "Other declared metrics"
 
 
 def declarations() -> list[tuple[str, Metrics]]:
-    """Every module-level ``Metrics`` of the sim and models packages, once each, named ``module.NAME`` after the
-    first module (in walk order) that holds it."""
+    """Every module-level ``Metrics`` of the modules that declare metrics, once each, named ``module.NAME`` after
+    the first module (in this order) that holds it. The modules are named here, not walked (no computed import:
+    tests/test_layout.py follows imports); tests/test_docs.py checks that no other module of sim or models declares
+    any."""
+    from models import coldstart
+    from models.inputs import loadtest, monitor, overhead, parts, recovery, summary
+    from models.sandboxes import creation
+    from models.sandboxes import faults as sandbox_faults
+    from sim import metrics
+
+    modules = (metrics, summary, parts, monitor, overhead, loadtest, recovery, creation, sandbox_faults, coldstart)
     seen: set[int] = set()
     out = []
-    for package in ("sim", "models"):
-        root = importlib.import_module(package)
-        for info in pkgutil.walk_packages(root.__path__, package + "."):
-            module = importlib.import_module(info.name)
-            for name, value in vars(module).items():
-                if isinstance(value, Metrics) and id(value) not in seen:
-                    seen.add(id(value))
-                    out.append((f"{info.name}.{name}", value))
+    for module in modules:
+        for name, value in vars(module).items():
+            if isinstance(value, Metrics) and id(value) not in seen:
+                seen.add(id(value))
+                out.append((f"{module.__name__}.{name}", value))
     return out
 
 
@@ -339,10 +343,33 @@ def _columns() -> Iterator[None]:
             os.environ["COLUMNS"] = old
 
 
+def _commands() -> dict[str, Any]:
+    """The modules of COMMANDS, imported by name here (no computed import: tests/test_layout.py walks imports)."""
+    from calibration import fit, recovery
+    from calibration import run as calibration_run
+    from experiments import bench, compare, faults, report, run, sweep, whatif
+
+    mods = {
+        "experiments.run": run,
+        "experiments.sweep": sweep,
+        "experiments.report": report,
+        "experiments.compare": compare,
+        "experiments.whatif": whatif,
+        "experiments.faults": faults,
+        "experiments.bench": bench,
+        "calibration.run": calibration_run,
+        "calibration.fit": fit,
+        "calibration.recovery": recovery,
+        "experiments.docs": sys.modules[__name__],
+    }
+    assert set(mods) == set(COMMANDS)
+    return mods
+
+
 def command_parser(module: str) -> argparse.ArgumentParser:
     """A command's parser: its module's ``parser()`` if it has one, else the one its ``main`` builds (caught at
     ``parse_args``, before the command does anything)."""
-    mod = importlib.import_module(module)
+    mod = _commands()[module]
     if hasattr(mod, "parser"):
         return mod.parser()
 
