@@ -238,11 +238,16 @@ def test_the_fault_property_can_draw_every_fault_key():
 def test_a_bad_value_of_any_fault_key_exits_2_naming_it(key, bad, monkeypatch_env):
     if bad == "inf" and key.endswith("_at_s"):
         bad = "1e400"  # (a start may lie after the run; inf is refused as any non-finite number is)
+    assert_one_line_naming(key, "sandboxes-v2", [SMALL["sandboxes"][0], f"{key}={bad}"])
+
+
+def assert_one_line_naming(key: str, preset: str, sets: list[str]) -> None:
+    """``experiments.run preset --set ...`` exits 2 with one line on stderr that names ``key``."""
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        rc = run_cmd.main(["sandboxes-v2", "--set", SMALL["sandboxes"][0], "--set", f"{key}={bad}", "--json"])
+        rc = run_cmd.main([preset, *(x for s in sets for x in ("--set", s)), "--json"])
     lines = err.getvalue().strip().splitlines()
-    assert rc == 2 and len(lines) == 1 and key in lines[0], (key, bad, lines)
+    assert rc == 2 and len(lines) == 1 and key in lines[0], (key, sets, lines)
 
 
 # --- the load test's faults, the Function's retries and the callers' timeouts --------------------------------------
@@ -286,12 +291,7 @@ def test_the_load_test_fault_keys_are_the_schemas():
 @pytest.mark.parametrize("bad", ["-1", "nan", "1e400", "x"])
 def test_a_bad_value_of_any_load_test_fault_key_exits_2_naming_it(key, bad, monkeypatch_env):
     on = ["faults.crash_containers=1"] if key.startswith("function.retr") else []
-    err = io.StringIO()
-    sets = [*SMALL["function"], *on, f"{key}={bad}"]
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        rc = run_cmd.main(["loadtest-spawn", *(x for s in sets for x in ("--set", s)), "--json"])
-    lines = err.getvalue().strip().splitlines()
-    assert rc == 2 and len(lines) == 1 and key in lines[0], (key, bad, lines)
+    assert_one_line_naming(key, "loadtest-spawn", [*SMALL["function"], *on, f"{key}={bad}"])
 
 
 # --- the other commands: report, compare, calibration.fit ------------------------------------------------------
