@@ -400,7 +400,8 @@ def commands_page() -> str:
     with _columns():
         for module in COMMANDS:
             p = command_parser(module)
-            out += [f"## {module}", "", "```text", p.format_help().rstrip(), "```", ""]
+            help_text = p.format_help().rstrip()
+            out += [f"## {module}", "", "```console", f"$ python -m {module} --help", help_text, "```", ""]
     return "\n".join(out)
 
 
