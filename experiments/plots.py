@@ -61,6 +61,13 @@ def _xaxis(ax: plt.Axes, x: pd.Series, scale: str) -> None:
     ax.grid(True, alpha=0.3)
 
 
+def _plain_ticks(ax: plt.Axes) -> None:
+    """A log axis's ticks as plain numbers (1, 10, 1,000): its default labels are mathtext, which this module turns
+    off (``text.parse_math``), so they would print as ``$\\mathdefault{10^{1}}$``."""
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 1 else f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+
+
 def _lines(ax: plt.Axes, summary: pd.DataFrame, scale: str, metric: str) -> None:
     for variant, g in summary.groupby("variant", sort=False):
         g = g.sort_values(scale)
@@ -100,12 +107,13 @@ def fig_lines(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figure:
             ax.set_ylabel(label)
         else:
             ax.set_title(label)
-        if label.startswith("$"):  # money on the axis as money
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"${v:,.2f}" if abs(v) >= 1 else f"${v:.3g}"))
         _xaxis(ax, summary[scale], scale)
         if spec.log:
             ax.set_yscale("symlog", linthresh=10)
             ax.set_ylim(bottom=0)
+            _plain_ticks(ax)
+        if label.startswith("$"):  # money on the axis as money (after the scale, which resets the formatter)
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"${v:,.2f}" if abs(v) >= 1 else f"${v:.3g}"))
     axes[0][0].legend(fontsize=7)
     fig.suptitle(spec.title)
     fig.tight_layout()
@@ -206,6 +214,7 @@ def draw_timeseries(series: dict, spec: TimeSeries, label: str) -> plt.Figure:
     ax.set_ylabel(spec.ylabel)
     if spec.log:
         ax.set_yscale("log")
+        _plain_ticks(ax)
     ax.grid(True, alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
     if spec.right:

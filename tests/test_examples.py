@@ -32,7 +32,7 @@ import pytest
 from experiments.docs import HELP_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = sorted(p for p in (ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
+PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
 PACKAGES = ("sim", "models", "calibration", "experiments")
 CI_COMMAND = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
 TIMEOUT_S = 120
@@ -69,9 +69,7 @@ def blocks(page: Path) -> list[Block]:
         end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == ticks), None)
         assert end is not None, f"{page.relative_to(ROOT)}:{i + 1}: unclosed code block"
         body = "\n".join(lines[i + 1 : end])
-        found.append(
-            Block(page, i + 1, lang, title and title.group(1), directive and directive.group(1), body + "\n")
-        )
+        found.append(Block(page, i + 1, lang, title and title.group(1), directive and directive.group(1), body + "\n"))
         i = end + 1
     return found
 

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments import cli, report, results, spec, sweep
+from experiments import cli, plots, report, results, spec, sweep
+from models.registry import MODELS
 from sim.scenario import ScenarioError
 
 SMALL = ["--set", "duration_s=10", "--factor", "clients.count=1,2", "--seeds", "2", "--no-report"]
@@ -240,3 +241,18 @@ def test_a_killed_sweep_leaves_no_worker_behind(tmp_path):
         return "State:\tZ" not in state  # a zombie has exited; only its parent's reaping is left
 
     assert not [c for c in children if alive(c)]
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+def test_log_axes_label_their_ticks_as_plain_numbers(model):
+    """Mathtext is off in the plots (labels are a user's text), so a log axis's default labels would print raw."""
+    summary = pd.DataFrame({"variant": "base", "x": [1, 2, 4, 8]})
+    for fig_spec in (f for f in MODELS[model].figures if f.log and f.kind == "lines"):
+        for col in [fig_spec.reference, *(m for m, _ in fig_spec.metrics)]:
+            if col:
+                summary[f"{col}_mean"], summary[f"{col}_ci95"] = [3, 30, 300, 3000], 0.0
+        fig = plots.draw(summary, "x", fig_spec)
+        fig.canvas.draw()
+        labels = [t.get_text() for ax in fig.axes for t in ax.get_yticklabels() if t.get_text()]
+        assert labels and not any("$" in t or "mathdefault" in t for t in labels), (fig_spec.name, labels)
+        assert "1,000" in labels, (fig_spec.name, labels)
