@@ -161,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{sc.name or args.scenario} ({model.label(sc)}, seed {args.seed})")
             for k in [*model.headline, "wall_s"]:
                 unit = declared[k].unit if k in declared else ""
-                print(f"  {k:22s} {human(metrics.get(k), unit)}")
+                v = metrics.get(k)
+                print(f"  {k:22s} {'none' if v is None else human(v, unit)}")  # JSON's null
             print(f"  {'shortcuts_used':22s} {', '.join(metrics['shortcuts_used']) or 'none'}")
             if args.uncertainty:
                 u = out["uncertainty"]
