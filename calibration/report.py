@@ -4,9 +4,9 @@ Model selection. The loss is a sum of squared residuals standardized by a stated
 as the standard deviation of the model–measurement mismatch (σ known, not estimated from the residuals), −2 ln L = loss
 + const and Akaike's criterion is loss + 2k; with n ≈ 20 targets and up to 7 free parameters the small-sample correction
 matters, so the criterion is AICc = loss + 2k + 2k(k + 1) / (n − k − 1). The candidate kept is the one that puts the
-most fitted figures within their acceptance bands (calibration/targets.py: the bands are what the parameter
-set must meet), and among those the lowest AICc. (This rule was set after seeing a first table, where the lowest-AICc
-candidate left three figures outside their bands and the kept one one; README, "Model selection".) n·ln(loss/n) + 2k (σ
+most fitted figures within their acceptance bands (calibration/targets.py: the bands are what the parameter set must
+meet), and among those the lowest AICc. (This rule was set after seeing a first table, where the lowest-AICc candidate
+left three figures outside their bands and the kept one one: docs/explanation/calibration.md.) n·ln(loss/n) + 2k (σ
 estimated from the residuals) is not used: it rewards driving the loss toward 0 without bound (ln), which treats the
 acceptance bands as if they said nothing about how close is close enough. The tolerances are acceptance bands, not
 measured noise, so AICc here ranks candidates; it is not a likelihood-ratio test.

@@ -43,9 +43,9 @@ class Target:
 
     ``metric`` is the model metric compared with the cell (default: ``figure`` itself). The harness's counting rule
     for calls/s is not published (docs/sources.md §1); every approach uses the model's ``calls_per_s``, one rule for all
-    (README, "Counting rules"): calls issued in the 60 s window that come back successfully, whenever they come back.
-    Calls back inside the window (``calls_back_per_s``) cannot reach batching's measured 800: its ~10 s rounds
-    complete inside 60 s only five times.
+    (docs/explanation/input-plane.md, "Reading calls/s"): calls issued in the 60 s window that come back successfully,
+    whenever they come back. Calls back inside the window (``calls_back_per_s``) cannot reach batching's measured 800:
+    its ~10 s rounds complete inside 60 s only five times.
     """
 
     approach: str  # the experiment: an approach of the reference test, or a trace's name

@@ -1,4 +1,5 @@
-"""What every command shares: loading a scenario from the command line, running it, and exit codes (README, "Use").
+"""What every command shares: loading a scenario from the command line, running it, and exit codes
+(docs/explanation/robustness.md).
 
 Exit codes: 0 success; 2 bad input, one line on stderr naming the key or file; 130 interrupted (Ctrl-C), one line;
 1 anything else.
@@ -138,7 +139,7 @@ def _kind(mode: int) -> str:
     return "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
 
 
-BUDGET_ENV = "SCALESIM_BUDGET"  # a factor on every budget: a run's size, events and memory, a sweep's (README)
+BUDGET_ENV = "SCALESIM_BUDGET"  # a factor on every budget (a run's size, events, memory; a sweep's)
 MEMORY_BUDGET = 2 * 2**30  # bytes a run may hold (its estimate before, its process's resident memory as it runs)
 EVENT_FLOOR = 2**19  # events any run may process, however small its estimate (about 3 s of wall time)
 

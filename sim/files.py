@@ -9,9 +9,9 @@ a few thousand nested arrays or inline tables exhaust the stack) and of the tree
 without brackets); ``read_json`` likewise. Every refusal is a ScenarioError naming the file and what is wrong:
 bad input, one line, exit 2.
 
-The caps, by kind (README, "Bad input"): TOML files (scenarios, parameter files, sweep specs, reference tables) and
-JSON side files 10 MB; ``empirical(...)`` value files 50 MB; results tables and a scenario's ``trace.path`` CSV
-100 MB; a calibration trace's Parquet table 200 MB.
+The caps, by kind (docs/explanation/robustness.md): TOML files (scenarios, parameter files, sweep specs, reference
+tables) and JSON side files 10 MB; ``empirical(...)`` value files 50 MB; results tables and a scenario's
+``trace.path`` CSV 100 MB; a calibration trace's Parquet table 200 MB.
 """
 
 from __future__ import annotations

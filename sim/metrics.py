@@ -7,7 +7,7 @@ is (``kind``): a number (or null when undefined), a text (a name, such as the bi
 counts by key (a dict). ``Metrics`` is an ordered declaration; a model's descriptor (sim/model.py) gives the one of a
 scenario, and everything that reads metrics works from it: the check that a run reports exactly what it declares
 (``check``), the folding of parts (``combine``), a results table's columns (``columns``, ``flatten``) and the
-metric tables of the README and the report (``table``).
+metrics reference page (docs/reference/metrics.md) and the report (``table``).
 
 Columns of a results table: a number or a text is one column of its name; a list of names is one column, the
 names joined by ``;``; counts by key are one column per declared key, ``<name>.<key>``, except that a

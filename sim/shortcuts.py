@@ -49,7 +49,7 @@ class Shortcut:
     """A faster path and the scenarios it is exact for."""
 
     name: str
-    shape: str  # the positive statement, in words (README, errors, ``--explain``)
+    shape: str  # the positive statement, in words (the docs, errors, ``--explain``)
     keys: Mapping[str, Rule]  # every key the shape holds for, with the values it holds for
     claim: Literal["identical", "rounding"] = "identical"
     rel_tol: float = 0.0  # claim "rounding": the relative difference allowed in a metric (sums in another order)

@@ -9,7 +9,7 @@ from experiments.bench import SIMFAAS
 from models.inputs import loadtest
 from tests.conftest import preset
 
-# SimFaaS's README example (experiments/bench.py), shorter: scaling per request on a 0.05 s grid (issue 14)
+# SimFaaS's README example (experiments/bench.py), shorter: scaling per request on a 0.05 s grid
 PER_REQUEST = [s for s in SIMFAAS if not s.startswith("duration_s")]
 CASES = [
     ("loadtest-spawn", []),

@@ -1,4 +1,4 @@
-"""The commands end to end: exit codes, one-line errors, JSON output, determinism (README, "Use")."""
+"""The commands end to end: exit codes, one-line errors, JSON output, determinism (docs/explanation/robustness.md)."""
 
 from __future__ import annotations
 

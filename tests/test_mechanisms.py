@@ -29,7 +29,7 @@ from sim.stats import percentiles
 from tests.conftest import columns, scenario
 from tests.test_properties import scenarios, test_every_call_is_accounted_for
 
-# the candidate calibration.fit kept (README, "Model selection"), as the shipped parameter file names it
+# the candidate calibration.fit kept (docs/explanation/calibration.md), as the shipped parameter file names it
 KEPT = re.search(r"^# Candidate (\S+):", OUT.read_text(), re.M).group(1)
 
 

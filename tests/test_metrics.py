@@ -1,6 +1,6 @@
 """Declared metrics (sim/metrics.py): a run reports exactly the metrics its model declares, the parts of a run
-combine by the declared rules, a results table's columns come from the declaration (no probe run), and the README's
-metric tables are the declaration's."""
+combine by the declared rules, a results table's columns come from the declaration (no probe run), and the metrics
+reference page is the declaration's (tests/test_docs.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from experiments import api, report
-from experiments import run as run_cmd
 from experiments.cli import load_scenario, run_scenario
 from experiments.results import columns, read_results
 from experiments.spec import load_spec
@@ -186,18 +185,6 @@ def test_the_report_explains_its_headline_metrics_from_the_declaration(tmp_path)
     declared = MODELS["function"].metrics(load_scenario("mmc"))
     for name in MODELS["function"].headline:
         assert f"<td>{name}</td><td>{declared[name].unit}</td><td>{html.escape(declared[name].doc)}</td>" in page
-
-
-def test_the_readme_lists_every_declared_metric_as_declared(capsys):
-    """README's metric tables are ``experiments.run PRESET --metrics``: each preset's rows are there, verbatim."""
-    readme = (ROOT / "README.md").read_text()
-    missing = []
-    for name in PRESET_NAMES:
-        assert run_cmd.main([name, "--metrics"]) == 0
-        rows = capsys.readouterr().out.splitlines()
-        assert rows[0] == "| metric | unit | parts | what |" and len(rows) > 10
-        missing += [f"{name}: {row}" for row in rows[2:] if row not in readme]
-    assert missing == []
 
 
 def test_a_metric_declaration_refuses_what_it_cannot_mean():

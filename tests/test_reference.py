@@ -30,14 +30,15 @@ PARAMS = OUT.parent
 # Figures outside their band, as measured when these checks were written (mean over SEEDS): {(approach, metric):
 # model value}. In sample with the shipped parameters; left out with each approach's leave-out parameters.
 IN_SAMPLE_MISSES: dict[tuple[str, str], float] = {
-    ("copies", "containers_peak"): 16,  # 2 per copy of 1,000 calls on containers of 500 (README, "Model selection")
+    # 2 per copy of 1,000 calls on containers of 500 (docs/explanation/calibration.md)
+    ("copies", "containers_peak"): 16,
 }
 # a figure that varies more from seed to seed (sd 0.32 s) than its band is wide, so it is judged by its mean over
 # NOISY_SEEDS (1.43 s against 1.48 measured, with legs that vary from call to call; with constant legs it was 0.92 s)
 NOISY = {("copies", "added_latency_p90_s")}
 NOISY_SEEDS = range(16)
 LEFT_OUT_MISSES: dict[tuple[str, str], float] = {
-    # without spawn, nothing pins the start limit down (only spawn binds on it): README, "Leave one approach out"
+    # without spawn, nothing pins the start limit down (only spawn binds on it): docs/explanation/calibration.md
     ("spawn", "calls_per_s"): 322.3,
     ("spawn", "first_n_back_s"): 48.72,
     ("spawn", "added_latency_p50_s"): 32.17,

@@ -224,7 +224,7 @@ def test_the_plan_runs_its_design_through_the_client_resumes_and_fits_as_distinc
     """``calibration.run plan``: every designed run deploys, drives, traces and stops; a second invocation keeps
     them all (nothing deployed); the fit of the four traces simulates four experiments (each spawn trace named by
     its run: named by its folder alone, the four were one) and recovers the stand-in's start limit within its
-    interval (at this size the round trip and the decision interval are not pinned: README, the recovery table)."""
+    interval (at this size the round trip and the decision interval are not pinned: docs/how-to/calibrate.md)."""
     from calibration.design import DESIGN
 
     small = ["--clients", "2", "--calls", "40", "--duration", "2", "--drain", "5", "--work-min", "0.1",

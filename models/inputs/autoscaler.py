@@ -88,7 +88,7 @@ class AutoscalerParams:
     cold_start: Dist = param(
         LogNormal(1.86, 0.3),
         source="median fitted to docs/sources.md §1 (calibration/params/reference-loadtest.toml), sigma an assumption; "
-        "docs/sources.md §1 says containers 'boot in about one second': README, 'Model selection'",
+        "docs/sources.md §1 says containers 'boot in about one second': docs/explanation/calibration.md",
         doc="container start to ready, for a program that imports nothing heavy",
     )
     program: str = param(

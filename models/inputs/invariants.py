@@ -27,10 +27,11 @@ the model, not a result, and ends the run with ``InvariantViolated`` (exit 1, on
 The ideal (``ideal_calls_per_s``, calls in flight ÷ mean call: docs/sources.md §1) is a steady rate, not a bound: a
 run's calls/s may pass it by chance (an open loop's arrivals are Poisson), and the counting rule counts the calls in
 flight at the start, N of them at t = 0, so calls/s is about ideal + N ÷ T: with no overhead and no limit at all the
-reference test reads 1,540 against 1,455, and a window of 2 s 4,000 (README, "Counting rules"). The bounds that
-always hold are the callers' and the containers' above, and a window too short to measure anything (``window_error``:
-no slot expected to make a second call, an open loop expecting no arrival) is refused by the commands before the run
-(the run function itself still simulates it: a test of one mechanism may issue a burst at t = 0 and nothing after).
+reference test reads 1,540 against 1,455, and a window of 2 s 4,000 (docs/explanation/input-plane.md, "Reading
+calls/s"). The bounds that always hold are the callers' and the containers' above, and a window too short to measure
+anything (``window_error``: no slot expected to make a second call, an open loop expecting no arrival) is refused by the
+commands before the run (the run function itself still simulates it: a test of one mechanism may issue a burst at t = 0
+and nothing after).
 """
 
 from __future__ import annotations

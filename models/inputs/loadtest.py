@@ -246,7 +246,7 @@ MODEL = Model(
     # much as calls (models/inputs/budget.py)
     size=budget.size,
     unit="calls",
-    budget=10e6,  # app copies: 46 s and 0.5 GiB on the bench machine (23 s with --jobs 2); README, "Speed"
+    budget=10e6,  # app copies: 46 s and 0.5 GiB on the bench machine (23 s with --jobs 2); docs/explanation/speed.md
     bottleneck="binding_limit",
     figures=(
         Figure(

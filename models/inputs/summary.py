@@ -36,15 +36,15 @@ def summarize(a: dict[str, np.ndarray], window: Window) -> dict:
 
     Window [start, end). ``calls`` counts the calls issued (first attempt) in the window that come back successfully,
     whenever they come back (the run drains: ``drain_s``); ``calls_per_s`` is ``calls`` over the window's span. This
-    is the one rule for every approach (README, "Counting rules"); the other rule is kept under its own name:
-    ``calls_back`` counts the successful calls that come back inside the window, whenever issued
-    (``calls_back_per_s``). ``errors`` (and ``errors_by_kind``) count failed calls back in the window;
-    ``errors_total`` counts every failed call of the run, before, in and after the window. Latencies and
-    waits are those of inputs issued (first attempt) in the window. Little's law, L = λW, in either unit:
-    ``*_in_flight_mean`` (L: issued and not yet back, success or failure, time-averaged over the window),
-    ``*_issued_per_s`` (λ: first attempts in the window) and ``*_time_in_system_mean_s`` (W: back − first attempt,
-    success or failure, over the inputs issued in the window that are back; a calls-weighted mean for ``calls_``).
-    Whole run: ``retries``, ``inputs``, ``calls_issued``, ``calls_completed``, ``calls_in_flight`` (never back).
+    is the one rule for every approach (docs/explanation/input-plane.md, "Reading calls/s"); the other rule is kept
+    under its own name: ``calls_back`` counts the successful calls that come back inside the window, whenever issued
+    (``calls_back_per_s``). ``errors`` (and ``errors_by_kind``) count failed calls back in the window; ``errors_total``
+    counts every failed call of the run, before, in and after the window. Latencies and waits are those of inputs issued
+    (first attempt) in the window. Little's law, L = λW, in either unit: ``*_in_flight_mean`` (L: issued and not yet
+    back, success or failure, time-averaged over the window), ``*_issued_per_s`` (λ: first attempts in the window) and
+    ``*_time_in_system_mean_s`` (W: back − first attempt, success or failure, over the inputs issued in the window that
+    are back; a calls-weighted mean for ``calls_``). Whole run: ``retries``, ``inputs``, ``calls_issued``,
+    ``calls_completed``, ``calls_in_flight`` (never back).
     """
     summary = CallSummary(window)
     summary.add(a)
