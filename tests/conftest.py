@@ -1,6 +1,6 @@
 """Shared helpers: build scenarios from presets or plain dicts; a run's records as arrays.
 
-``scenario(tree)`` builds a scenario with issue 9's mechanisms switched off (calibration/candidates.py ``OFF``: no
+``scenario(tree)`` builds a scenario with the switchable mechanisms off (calibration/candidates.py ``OFF``: no
 per-call overhead, a plain start bucket, one container per decision sized to the inputs in the system, no server CPU)
 beneath whatever the tree sets: the exact traces and invariants here check the machinery, and each mechanism is
 switched on explicitly where it is tested (tests/test_mechanisms.py). ``preset`` keeps the code's defaults (the

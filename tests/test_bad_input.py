@@ -1,5 +1,5 @@
 """Bad or huge input ends fast: exit 2 with one line naming what is wrong (or a run that finishes), within 10 s and
-under 2 GiB, each in a fresh process as a user would run it (issue 11)."""
+under 2 GiB, each in a fresh process as a user would run it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Calibration runs' real side, offline (issue 12): the Modal apps declare what they should, the callers write valid
+"""Calibration runs' real side, offline: the Modal apps declare what they should, the callers write valid
 traces against in-process stand-ins and a real uvicorn server, and calibration.run plans, refuses and cleans up
 without credentials or network."""
 

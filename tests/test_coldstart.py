@@ -118,7 +118,7 @@ def test_same_seed_same_numbers():
 
 
 def test_a_load_test_takes_its_cold_starts_from_a_program():
-    # issue 9's mechanisms off: containers, not the start limit, are what the first calls wait for
+    # the switchable mechanisms off: containers, not the start limit, are what the first calls wait for
     off = (*switches(), "duration_s=30")
     base = (*off, "autoscaler.program=coldstart-torch")
     lazy = run_scenario(preset("loadtest-spawn", *base, "autoscaler.program_mode=lazy"))

@@ -1,4 +1,4 @@
-"""The autoscaler against Modal's own serverless queuing model (docs/sources.md §4; issue 13), with tolerances from CIs
+"""The autoscaler against Modal's own serverless queuing model (docs/sources.md §4), with tolerances from CIs
 over replications.
 
 The reference (github modal-labs/serverless-queuing-theory-model, ``model.py``) is a continuous-time Markov chain of

@@ -1,4 +1,4 @@
-"""experiments.sweep on Dask (issue 14): a real scheduler and workers as separate processes on 127.0.0.1 give the rows
+"""experiments.sweep on Dask: a real scheduler and workers as separate processes on 127.0.0.1 give the rows
 of ``--jobs 1``; a worker SIGKILLed mid-sweep loses and duplicates no row; ``dask-local``; bad executors exit 2."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Extrapolation flags (issue 23): a run says where it leaves the envelope its parameters were calibrated on.
+"""Extrapolation flags: a run says where it leaves the envelope its parameters were calibrated on.
 
 The envelope is the parameter file's ``[envelope]`` table (calibration/envelope.py, written by calibration.fit; the
 code's defaults are the shipped file's: tests/test_reference.py); models/inputs/envelope.py compares a run with it.

@@ -1,4 +1,4 @@
-"""A fuzz suite: Hypothesis draws scenarios as a hostile user types them (issue 11).
+"""A fuzz suite: Hypothesis draws scenarios as a hostile user types them.
 
 Each example is a preset and one to three ``--set`` overrides of any key of its model's schema, with values drawn
 from valid, boundary and invalid ranges: non-finite and huge numbers, negatives, zero, wrong types and odd strings

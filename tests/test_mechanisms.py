@@ -1,4 +1,4 @@
-"""The switchable mechanisms of issue 9, each on a tiny deterministic scenario with an exact trace where one exists:
+"""The calibration's switchable mechanisms, each on a tiny deterministic scenario with an exact trace where one exists:
 per-call overhead, a ramping start limit, burst-aware scale-from-zero (and scaleup_step 0), startable sizing and
 the server's container CPU. The code's defaults are the fitted model (tests/test_reference.py); here every scenario
 starts with them all off (tests/conftest.py ``scenario``) and turns on the one tested; off means the run is exactly as

@@ -3,7 +3,7 @@ failure.
 
 In sample: every released figure of the measured table (calibration/targets.py ``TARGETS``) with the code's
 defaults, which are the parameters ``calibration.fit`` wrote to calibration/params/reference-loadtest.toml, within
-issue 9's acceptance band. Left out: each approach's figures predicted by the fit that did not see them
+the calibration's acceptance band. Left out: each approach's figures predicted by the fit that did not see them
 (calibration/params/leave-out-<approach>.toml). A figure the model misses is a strict xfail naming both numbers (it
 fails the day the model gets it right). The kept-aside cells are never checked here: their measurements are not
 released.

@@ -352,7 +352,7 @@ def test_parts_are_exact_up_to_rounding(tree, part_calls, seed):
         check("parts", tree, seed)
 
 
-# what the properties found (issue 22), kept as examples: a container went idle while its pool slept, (1) with fewer
+# what the properties found, kept as examples: a container went idle while its pool slept, (1) with fewer
 # containers wanted than it had, at the same load, (2) with as many wanted, the load falling afterwards; (3) a
 # decision's look at the start limit refilled its tokens, so deciding more often rounded them otherwise
 FOUND = [
