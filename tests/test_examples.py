@@ -85,7 +85,7 @@ def commands(body: str) -> list[tuple[str, str]]:
             cmd = line[2:]
             while cmd.endswith("\\") and i + 1 < len(lines):
                 i += 1
-                cmd = cmd[:-1] + "\n" + lines[i]
+                cmd = cmd[:-1].rstrip() + " " + lines[i].strip()
             parsed.append((cmd, []))
         else:
             assert parsed, f"output before the first $ command: {line!r}"
@@ -151,6 +151,7 @@ def run_pycon(block: Block, globs: dict, cwd: Path) -> list[str]:
         runner.run(test, out=out.append, clear_globs=False)
     finally:
         os.chdir(old)
+    globs.update(test.globs)  # the DocTest ran on a copy: later blocks of the page see its names
     return ["".join(out)] if runner.failures else []
 
 
@@ -198,4 +199,13 @@ def test_matching_rules():
     assert matches("a\n...\nz\n", "a\nb\nc\nz\n")
     assert matches("rows ... in 3.0 s\n", "rows 30 in 3.0 s   \n")
     assert not matches("a\nz\n", "a\nb\nz\n")
-    assert commands("$ echo a \\\n  b\na b\n$ true\n") == [("echo a \n  b", "a b\n"), ("true", "")]
+    assert commands("$ echo a \\\n  b\na b\n$ true\n") == [("echo a b", "a b\n"), ("true", "")]
+
+
+def test_pycon_blocks_of_a_page_share_their_names(tmp_path):
+    page = ROOT / "docs" / "index.md"
+    globs: dict = {"__name__": "__docs__"}
+    first = Block(page, 1, "pycon", None, None, ">>> x = 6 * 7\n")
+    second = Block(page, 5, "pycon", None, None, ">>> x\n42\n")
+    assert run_pycon(first, globs, tmp_path) == [] and run_pycon(second, globs, tmp_path) == []
+    assert run_pycon(Block(page, 9, "pycon", None, None, ">>> x\n41\n"), globs, tmp_path) != []
