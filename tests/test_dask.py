@@ -203,3 +203,15 @@ def test_an_address_that_is_not_a_dask_scheduler_exits_2(tmp_path):
         server.close()
     assert run.returncode == 2
     assert "is not a Dask scheduler" in run.stderr and run.stderr.count("\n") == 1, run.stderr
+
+
+@pytest.mark.parametrize("executor", ["dask-local", "dask://127.0.0.1:8786"])
+def test_without_the_cluster_extra_a_dask_executor_exits_2_naming_it(tmp_path, executor):
+    # Dask not installed: its import fails, as it does in an environment without the extra
+    hide = "import sys; sys.modules['distributed'] = None; from experiments.sweep import main; sys.exit(main())"
+    cmd = [sys.executable, "-c", hide, *TINY, "--executor", executor, "--out", str(tmp_path / "x")]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, run.stderr
+    assert "needs 'distributed', which is not installed: pip install -e '.[cluster]'" in run.stderr, run.stderr
+    assert run.stderr.count("\n") == 1, run.stderr
+    assert not (tmp_path / "x" / "results.csv").exists()

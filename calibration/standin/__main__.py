@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from experiments.cli import ArgParser, main_guard
 from sim.scenario import ScenarioError
 
 PROG = "python -m calibration.standin"
+SERVER_MODULES = ("fastapi", "uvicorn")  # calibration/apps/loadtest.py SERVER_PACKAGES, pyproject's [calibration]
 
 
 def run(argv: list[str] | None) -> int:
@@ -24,6 +26,13 @@ def run(argv: list[str] | None) -> int:
         params = Params.load(args.params)
     except (OSError, ValueError) as e:
         raise ScenarioError(f"--params: {e}") from None
+    if missing := [m for m in SERVER_MODULES if importlib.util.find_spec(m) is None]:
+        # its containers see this interpreter's packages as their image's: the server way's would fail to start
+        print(
+            f"{PROG}: the server way's app needs {' and '.join(missing)} (not installed): "
+            "pip install -e '.[calibration]'; the other ways run",
+            file=sys.stderr,
+        )
     asyncio.run(serve(params, args.port, args.proxy_port))
     return 0
 

@@ -52,7 +52,7 @@ class KubernetesParams:
     node_score_s: float = param(
         0.000037,
         ge=0,
-        source="fitted: ~745 pods/s at 5,000 nodes (docs/sources.md §2 CI floor 680–810 without kubelets)",
+        source="fitted: the CI floor at 5,000 nodes (docs/sources.md §2: 680–810 pods/s without kubelets)",
     )
     sampled_nodes: int = param(
         8,
