@@ -343,7 +343,7 @@ def bench(quick: bool = False, repeat: int = 3) -> dict:
     figures["mmc"] = mmc_ratio(10, 9.0, horizon, repeat)
     figures["mmc_100"] = mmc_ratio(100, 90.0, horizon / 10, repeat)
     figures["simfaas"] = simfaas(repeat, quick)
-    sizes = [5, 10, 20, 40] if quick else [50, 100, 200, 400]
+    sizes = [2, 4, 8, 16] if quick else [50, 100, 200, 400]
     runs = [loadtest_run(n) for n in sizes]
     figures["loadtest_growth"] = {
         "clients": sizes,
@@ -353,7 +353,7 @@ def bench(quick: bool = False, repeat: int = 3) -> dict:
             float(np.polyfit(np.log([r["calls"] for r in runs]), np.log([r["wall_s"] for r in runs]), 1)[0]), 2
         ),
     }
-    figures["loadtest_10M"] = [loadtest_run(100 if quick else 1000, jobs) for jobs in (1, 2)]
+    figures["loadtest_10M"] = [loadtest_run(20 if quick else 1000, jobs) for jobs in (1, 2)]
     return figures
 
 

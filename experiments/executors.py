@@ -28,7 +28,7 @@ from typing import Any
 from experiments.cli import process_pool
 from experiments.rows import failed_row, run_point
 from experiments.spec import Point
-from sim.errors import require
+from sim.errors import missing_extra
 from sim.processes import sigint_held
 from sim.scenario import ScenarioError
 
@@ -62,8 +62,10 @@ def dask_client(executor: str, jobs: int) -> Any:
     Python and holds the GIL) for ``dask-local``, or of the scheduler at ``dask://HOST:PORT``."""
     import logging
 
-    require("distributed", f"--executor {executor}", "cluster")
-    from distributed import Client, LocalCluster
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise missing_extra("distributed", f"--executor {executor}", "cluster") from None
 
     # this process's Dask logs would print tracebacks (a lost scheduler, reconnection attempts): the sweep says what
     # went wrong in one line instead, and a run's own errors are in its row
