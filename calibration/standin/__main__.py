@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
+from calibration.apps.loadtest import SERVER_PACKAGES
 from calibration.standin.platform import PARAMS, Params
 from calibration.standin.server import serve
 from experiments.cli import ArgParser, main_guard
 from sim.scenario import ScenarioError
 
 PROG = "python -m calibration.standin"
-SERVER_MODULES = ("fastapi", "uvicorn")  # calibration/apps/loadtest.py SERVER_PACKAGES, pyproject's [calibration]
+# the server way's image packages (pyproject's [calibration] extra), as importable module names
+SERVER_MODULES = tuple(re.split(r"[<>=!~\[ ]", req)[0] for req in SERVER_PACKAGES)
 
 
 def run(argv: list[str] | None) -> int:
