@@ -13,9 +13,11 @@ Work that reaches an empty pool triggers a decision at once (docs/sources.md §1
 cold start). By default that decision sees only what has arrived so far: the first input of a same-instant burst.
 With ``burst_aware`` (an assumption, a calibration target; off by default) it is taken once, after the events already
 scheduled for the current instant, so that it sees the whole burst the callers submitted at that instant (the
-closed-loop callers submit their calls in flight in one go) and sizes the pool to it. What a Function "wants" is set
-by ``size_to`` (models/inputs/function.py): inputs in the system (default) or those its start limit can start
-within one interval; the HTTP server has no start limit and ignores it.
+closed-loop callers submit their calls in flight in one go) and sizes the pool to it; with ``gather_s`` > 0 it is
+taken that long after the first work arrived, so that a burst the network legs spread over a fraction of a second
+is seen whole too (a short gathering window: an assumption, a candidate of calibration/candidates.py). What a
+Function "wants" is set by ``size_to`` (models/inputs/function.py): inputs in the system (default) or those its start
+limit can start within one interval; the HTTP server has no start limit and ignores it.
 
 All the autoscaled pools of one run share one workspace's cap and placement rate (models/inputs/workspace.py).
 
@@ -77,6 +79,15 @@ class AutoscalerParams:
         source="assumption: scale-from-zero sees the whole same-instant backlog; on in the candidate kept by "
         "calibration.fit",
         doc="true: work reaching an empty pool is sized at the end of the instant, to the whole burst",
+    )
+    gather_s: float = param(
+        0.0,
+        ge=0,
+        le=60,
+        source="assumption, a calibration target: docs/sources.md §1 says only that the first input reaching a "
+        "Function with no container triggers a cold start, not what that decision sees",
+        doc="with burst_aware: the scale-from-zero decision is taken this long after work first reaches an empty "
+        "pool, and sizes it to all that arrived by then (0: at the end of that instant)",
     )
     size_to: Literal["in_system", "startable"] = param(
         "startable",
@@ -270,7 +281,7 @@ class ContainerPool:
                 self.decide()
             elif not self._deferred:
                 self._deferred = True
-                self.sim.call_at(self.sim.now, self._decide_from_zero)
+                self.sim.call_at(self.sim.now + self.p.gather_s, self._decide_from_zero)
 
     def _decide_from_zero(self, _arg: None) -> None:
         """burst_aware: the deferred scale-from-zero decision, once the instant's burst has been submitted."""

@@ -22,6 +22,17 @@ A rejected single call is handled by the client's retry policy (modal 1.6.4 clie
 With ``max_attempts`` > 0 a call rejected on its last try fails (kind as rejected) instead of retrying again. These
 are the policies users write around a call (assumptions); a retry storm they cause is stopped by the run budget.
 
+Before any of them, the modal client itself (``on_rate_limit``): modal 1.6.4's ``_retry_transient_errors``
+(modal/_utils/grpc_utils.py) follows a retry instruction the server attaches to an error (``RPCRetryPolicy``: it
+sleeps max(retry_after_secs, 0.1 s) and tries again, on any status and without limit unless ``max_throttle_wait``
+is set), while a bare ``RESOURCE_EXHAUSTED`` raises ``ResourceExhaustedError`` to the caller. Which of the two
+Modal's input plane sends when a call passes its accept limits (``rate_limited``, ``queue_full``) is not published
+(docs/sources.md §1, "Client behaviour"), so it is a structural alternative: ``raise`` (the default: the refusals
+the docs quote reached their callers) or ``retry_after`` (the client waits ``retry_after_s`` and tries again, within
+``max_throttle_wait_s`` of the call's first try; past it the rejection goes to the retry policy as above). The
+ranges carry both (experiments/uncertainty.py). Single calls on the Function path only: a map call has its own
+retries (models/inputs/mapcall.py), and the server's 503/429 come from its proxy, not from the input plane.
+
 With ``timeout_s`` > 0 a caller stops waiting for an attempt that is not back that long after it was sent (as
 ``asyncio.wait_for`` around ``.remote.aio()`` or ``FunctionCall.get(timeout=...)`` does): the attempt counts as
 rejected with kind ``timeout`` and the retry policy handles it as any rejection (``none``: the call fails). The
@@ -53,6 +64,9 @@ from sim.engine import Sim
 from sim.rng import PerClient, Streams
 from sim.scenario import param
 
+THROTTLED = frozenset(("rate_limited", "queue_full"))  # the input plane's refusals (ResourceExhaustedError)
+THROTTLE_FLOOR_S = 0.1  # modal 1.6.4: max(retry_after_secs, 0.1)
+
 
 @dataclass(frozen=True)
 class ClientParams:
@@ -65,6 +79,30 @@ class ClientParams:
         doc="what a caller does with a rejected call (module docstring): none, backoff (exponential, jittered), "
         "exponential (no jitter), fixed (retry_delay_s), random (exponential times of mean retry_delay_s: the "
         "retrial queue's), immediate (at once)",
+    )
+    on_rate_limit: Literal["raise", "retry_after"] = param(
+        "raise",
+        source="modal 1.6.4 _retry_transient_errors: a server retry instruction is followed, a bare "
+        "RESOURCE_EXHAUSTED raises; which one Modal's input plane sends is not published (docs/sources.md §1, "
+        "'Client behaviour'): an assumption, a structural alternative the ranges carry",
+        doc="what the modal client does with a call refused by the accept limits (rate_limited, queue_full): raise "
+        "(to the retry policy ``retry``) or retry_after (it waits retry_after_s and tries again, within "
+        "max_throttle_wait_s); single calls on the Function path",
+    )
+    retry_after_s: float = param(
+        1.0,
+        gt=0,
+        le=86400,
+        source="assumption: the server's retry_after_secs is not published; modal 1.6.4 waits at least 0.1 s",
+        doc="on_rate_limit = retry_after: the wait the server asks for (the client waits max(this, 0.1 s))",
+    )
+    max_throttle_wait_s: float = param(
+        0.0,
+        ge=0,
+        le=1e9,
+        source="modal 1.6.4 config max_throttle_wait (MODAL_MAX_THROTTLE_WAIT; default unset: no limit)",
+        doc="on_rate_limit = retry_after: the client stops following retry instructions once the next try would be "
+        "this long after the call's first try, and the rejection goes to ``retry``; 0 = no limit (modal's default)",
     )
     backoff_base_s: float = param(0.5, gt=0, source="assumption: first retry delay of the test's HTTP client")
     backoff_max_s: float = param(15.0, gt=0, source="modal 1.6.4 .map: at most 15 s between tries")
@@ -167,6 +205,10 @@ class Load:
             tick = max(1e-9, math.ulp(sc.duration_s + sc.drain_s) * 4)
             self._delays = [cp.retry_delay_s if cp.retry == "fixed" else tick]
         self._random = PerClient(streams, "retry", Exponential(cp.retry_delay_s)) if cp.retry == "random" else None
+        # on_rate_limit = retry_after: the modal client follows the server's retry instruction (module docstring)
+        self._throttled = cp.on_rate_limit == "retry_after" and not http and cp.api == "single"
+        self._throttle_delay = max(cp.retry_after_s, THROTTLE_FLOOR_S)
+        self._throttle_max = cp.max_throttle_wait_s or math.inf
         self._call_at = sim.call_at
         # clients.timeout_s: each attempt's deadline by row, the attempts abandoned (the wrappers are in place before
         # anything takes ``_send``, ``done`` or ``work_ended``)
@@ -275,6 +317,13 @@ class Load:
     def _rejected(self, call: int, kind: str) -> None:
         self.rejections[kind] = self.rejections.get(kind, 0) + 1
         attempt = self.log.attempts.get(call, 1)
+        if self._throttled and kind in THROTTLED:
+            delay, now = self._throttle_delay, self.env._now
+            if now + delay - self.log.issued[call] < self._throttle_max:  # modal: final once the wait would reach it
+                self.log.attempts[call] = attempt + 1
+                self.lost[kind] = self.lost.get(kind, 0.0) + self._windowed(delay)
+                self._call_at(now + delay, self._send_cb, call)
+                return
         if self._backoff and (self._max_attempts is None or attempt < self._max_attempts):
             self.log.attempts[call] = attempt + 1
             if self._random is not None:

@@ -82,14 +82,16 @@ class Shape:
             return max(1.0, a[2])
         return 1.0
 
-    def mean(self, duration: float, grid: int = MEAN_GRID) -> float:
-        """The shape's mean over [0, duration) of the run: exact for steady, steps, bursts and sine (``_integral``;
-        a grid would alias a burst narrower than its spacing), numerically on a fine grid for daily."""
+    def mean(self, duration: float, grid: int = MEAN_GRID, start: float = 0.0) -> float:
+        """The shape's mean over [start, duration) of the run: exact for steady, steps, bursts and sine
+        (``_integral``; a grid would alias a burst narrower than its spacing), numerically on a fine grid for
+        daily."""
         if self.kind == "steady":
             return 1.0
+        span = duration - start
         if self.kind != "daily":
-            return (self._integral(self.offset + duration) - self._integral(self.offset)) / duration
-        t = (np.arange(grid) + 0.5) * duration / grid
+            return (self._integral(self.offset + duration) - self._integral(self.offset + start)) / span
+        t = start + (np.arange(grid) + 0.5) * span / grid
         return float(np.mean([self.factor(x) for x in t]))
 
     def _integral(self, x: float) -> float:
@@ -195,9 +197,9 @@ class ArrivalParams:
         shape = parse_shape(self.shape)
         return Shape(shape.kind, shape.args, self.start_s)
 
-    def mean_rate(self, duration: float) -> float:
-        """Arrivals per second over [0, duration)."""
-        return self.rate * self.profile.mean(duration)
+    def mean_rate(self, duration: float, start: float = 0.0) -> float:
+        """Arrivals per second over [start, duration) (default: the whole run)."""
+        return self.rate * self.profile.mean(duration, start=start)
 
 
 # --- traces of per-minute invocation counts (Azure Functions format) ----------------------------------------------
@@ -218,13 +220,17 @@ class TraceParams:
         counts = read_azure(self.path, self.function)[self.start_minute :]
         return np.rint(counts * self.scale).astype(np.int64)
 
-    def mean_rate(self, duration: float) -> float:
-        """Calls per second over [0, duration)."""
+    def mean_rate(self, duration: float, start: float = 0.0) -> float:
+        """Calls per second over [start, duration) (default: the whole run), each minute's calls spread evenly
+        over it."""
         c = self.counts()
-        minutes = duration / 60.0
-        whole = int(minutes)
-        total = c[:whole].sum() + (c[whole] * (minutes - whole) if whole < len(c) else 0)
-        return float(total) / duration
+
+        def upto(t: float) -> float:  # the calls of [0, t)
+            minutes = t / 60.0
+            whole = int(minutes)
+            return float(c[:whole].sum() + (c[whole] * (minutes - whole) if whole < len(c) else 0))
+
+        return (upto(duration) - (upto(start) if start > 0 else 0.0)) / (duration - start)
 
 
 @functools.lru_cache(maxsize=8)

@@ -17,13 +17,13 @@ from sim.shortcuts import Shortcut, any_of, constant, one_of, zero
 KEYS = """
 approach load work duration_s warmup_s drain_s
 arrivals.rate arrivals.shape arrivals.start_s
-autoscaler.buffer_containers autoscaler.burst_aware autoscaler.cold_start autoscaler.interval_s
+autoscaler.buffer_containers autoscaler.burst_aware autoscaler.cold_start autoscaler.gather_s autoscaler.interval_s
 autoscaler.launch_burst autoscaler.launch_rate_per_s autoscaler.max_containers autoscaler.min_containers
 autoscaler.program autoscaler.program_mode
 autoscaler.scaledown_window_s autoscaler.scaleup_step autoscaler.size_to
 batching.chunk_items batching.item_failure_prob batching.round_items batching.wait_s
 clients.api clients.backoff_base_s clients.backoff_max_s clients.connection_limit clients.count clients.in_flight
-clients.reissue clients.retry clients.streams
+clients.reissue clients.retry clients.streams clients.on_rate_limit clients.retry_after_s clients.max_throttle_wait_s
 function.containers function.copies function.max_inputs function.target_inputs
 limits.async_accept_burst limits.async_accept_rate limits.async_pending_cap limits.enabled limits.start_burst
 limits.start_ramp_per_s limits.start_rate limits.start_rate_max limits.start_relax_per_s limits.sync_accept_burst
@@ -60,7 +60,8 @@ FIFO = Shortcut(
         ),
         # a fixed pool takes no decision and launches nothing: the autoscaler's keys change nothing
         **any_of(
-            "autoscaler.buffer_containers autoscaler.burst_aware autoscaler.cold_start autoscaler.interval_s "
+            "autoscaler.buffer_containers autoscaler.burst_aware autoscaler.cold_start autoscaler.gather_s "
+            "autoscaler.interval_s "
             "autoscaler.launch_burst autoscaler.launch_rate_per_s autoscaler.max_containers autoscaler.min_containers "
             "autoscaler.scaledown_window_s "
             "autoscaler.scaleup_step autoscaler.size_to "
@@ -76,7 +77,7 @@ FIFO = Shortcut(
         ),
         **any_of(
             "clients.backoff_base_s clients.backoff_max_s clients.connection_limit clients.count clients.in_flight "
-            "clients.reissue clients.retry"
+            "clients.reissue clients.retry clients.on_rate_limit clients.retry_after_s clients.max_throttle_wait_s"
         ),  # (clients.api and clients.streams at their defaults: one request per call, no stream cap)
         "approach": FUNCTION_CALLERS,
         "load": one_of("arrivals"),

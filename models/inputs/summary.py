@@ -245,7 +245,13 @@ class CallSummary:
 CALL_METRICS = (
     Metrics(
         Metric("calls", "calls", "sum", "calls issued (first attempt) in the window that came back successfully"),
-        Metric("calls_per_s", "calls/s", "sum", "`calls` ÷ the window's span (warm-up to duration)"),
+        Metric(
+            "calls_per_s",
+            "calls/s",
+            "sum",
+            "the headline rate: closed-loop clients, `calls` ÷ the window's span (warm-up to duration: the reference "
+            "load test's rule); open-loop arrivals and traces, `calls_back_per_s` (what comes back in the window)",
+        ),
         Metric("calls_back", "calls", "sum", "successful calls back in the window, whenever issued"),
         Metric("calls_back_per_s", "calls/s", "sum", "`calls_back` ÷ the window's span"),
         Metric(

@@ -111,9 +111,10 @@ class Approach:
         ]
 
     def ideal_calls_per_s(self, sc: Scenario) -> float:
-        """Calls per second with no overhead at all: calls in flight ÷ mean call duration; open loop: the rate."""
+        """Calls per second with no overhead at all: calls in flight ÷ mean call duration; open loop: the mean rate
+        over the measured window [warmup_s, duration_s)."""
         if sc.load == "arrivals":
-            return sc.arrivals.mean_rate(sc.duration_s)
+            return sc.arrivals.mean_rate(sc.duration_s, sc.warmup_s)
         if sc.load == "trace":
-            return sc.trace.mean_rate(sc.duration_s)
+            return sc.trace.mean_rate(sc.duration_s, sc.warmup_s)
         return sc.clients.count * sc.clients.in_flight / sc.work.mean
