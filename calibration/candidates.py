@@ -9,6 +9,7 @@ built yet) or whose switches it rejects is reported as skipped, with the reason,
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -16,6 +17,7 @@ from experiments.cli import load_scenario
 from models.inputs.loadtest import Scenario
 from sim.scenario import ScenarioError, schema_keys
 
+NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 COLD_START_SIGMA = 0.3  # assumption: the shape of the cold-start distribution (lognormal sigma)
 
 
@@ -32,6 +34,16 @@ class Free:
     log: bool = True
     fmt: str = "{:.4g}"  # the --set value, from the number
     also: tuple[str, ...] = ()  # further keys set to the same value (one parameter, several legs)
+
+    def value_of(self, settings: Iterable[str]) -> float | None:
+        """The parameter's value in a list of ``--set`` overrides (the first number of its ``key``'s value: a
+        distribution's median), or None if it is not there."""
+        for s in settings:
+            key, _, text = s.partition("=")
+            if key == self.key:
+                m = NUMBER.search(text)
+                return float(m.group()) if m else None
+        return None
 
     def setting(self, x: float) -> list[str]:
         """The ``--set`` overrides for value ``x``: ``key`` and every ``also`` key."""
@@ -132,6 +144,9 @@ START_RAMP = Free(
     log=False,
     also=("limits.start_relax_per_s",),
 )
+# A scale-from-zero decision that waits a short window for the inputs the network legs spread out (models/inputs/
+# autoscaler.py ``gather_s``).
+GATHER = Free("gather_s", "autoscaler.gather_s", 0.01, 5.0, 0.3, (0.1, 1.0))
 # Where a ramp carries the rate up, the base rate starts near the doc's "about 200/s" (docs/sources.md §1);
 # a smaller grid.
 SERVER_CPU_FIT = replace(SERVER_CPU, grid=())
@@ -144,6 +159,7 @@ OFF = {
     "limits.start_relax_per_s": "0",
     "autoscaler.scaleup_step": "1",
     "autoscaler.burst_aware": "false",
+    "autoscaler.gather_s": "0",
     "autoscaler.size_to": "in_system",
     "overhead.submit": "constant(0)",
     "overhead.dispatch": "constant(0)",
@@ -188,6 +204,21 @@ CANDIDATES: tuple[Candidate, ...] = (
         "containers to what the start limit can start",
         switches(**CPU_1, **WHOLE_BACKLOG),
         (replace(START_RATE, grid=(200.0, 1000.0)), START_BURST, INTERVAL, COLD_MEDIAN, HALF_RTT, SERVER_CPU_FIT),
+    ),
+    Candidate(
+        "gather",
+        "fifo-start + a scale-from-zero decision taken a short window after the first input arrives, sized to all "
+        "that arrived by then",
+        switches(**CPU_1, **WHOLE_BACKLOG),
+        (
+            replace(START_RATE, grid=(200.0, 1000.0)),
+            replace(START_BURST, grid=()),
+            INTERVAL,
+            COLD_MEDIAN,
+            HALF_RTT,
+            SERVER_CPU_FIT,
+            GATHER,
+        ),
     ),
     Candidate(
         "ramp-start",

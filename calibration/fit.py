@@ -32,7 +32,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from calibration import report, sources
+from calibration import crossval, report, sources
 from calibration.candidates import Candidate, by_name, with_range
 from calibration.coldstart import COLDSTART_OUT, COLDSTART_RATIO, COLDSTART_REFERENCE, fit_coldstart
 from calibration.envelope import envelope
@@ -154,6 +154,19 @@ def main(argv: list[str] | None = None) -> int:
         help="search a free parameter over another range, e.g. start_rate=10..5000 (repeatable)",
     )
     p.add_argument("--leave-out", choices=APPROACHES, help="fit without this approach's figures; report them")
+    p.add_argument(
+        "--cv",
+        action="store_true",
+        help="choose the candidate by leave-one-way-out cross-validation (calibration/crossval.py): each fitted "
+        "without each way and scored on it; with --out, the kept candidate's folds are written beside FILE as "
+        "leave-out-WAY.toml",
+    )
+    p.add_argument(
+        "--cv-replicates",
+        type=int,
+        default=2,
+        help="--cv: seed sets each held-out way is scored at (the score's noise; default 2)",
+    )
     p.add_argument("--max-evals", type=int, default=150, help="Nelder–Mead evaluations per candidate (default 150)")
     p.add_argument("--profile-points", type=int, default=9, help="scan points per parameter's profile (default 9)")
     add_set_option(p, help="override applied to every simulation, e.g. duration_s=30 (repeatable)")
@@ -162,6 +175,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--seeds must be 1 to {MAX_SEEDS}, --jobs >= 1, --max-evals 0 to {MAX_EVALS}")
     if not (2 <= args.profile_points <= MAX_PROFILE_POINTS):
         p.error(f"--profile-points must be 2 to {MAX_PROFILE_POINTS}")
+    if not (2 <= args.cv_replicates <= MAX_SEEDS):
+        p.error(f"--cv-replicates must be 2 to {MAX_SEEDS}")
+    if args.cv and args.leave_out:
+        p.error("--cv holds every way out in turn: it does not take --leave-out")
     seeds = list(range(args.seeds))
     try:
         cands = by_name(args.candidate)
@@ -193,8 +210,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         refs = [s for s in srcs if s.trace is None]
         reference = None if not refs else REFERENCE if refs[0].name == "loadtest" else Path(refs[0].name)
-        if args.leave_out and reference is None:
-            raise ScenarioError("--leave-out: applies to a reference table's approaches; the sources are traces")
+        if (args.leave_out or args.cv) and reference != REFERENCE:
+            flag = "--cv" if args.cv else "--leave-out"
+            raise ScenarioError(f"{flag}: applies to the reference load test's ways (source loadtest)")
         runs = len(seeds) * (len(APPROACHES) * bool(reference) + len(traces))
         args.jobs = cap_jobs(p.prog, args.jobs, runs)
         return _loadtest(args, cands, seeds, argv, traces, reference)
@@ -223,9 +241,24 @@ def _loadtest(
         reference,
     )
     n = len(tgts)
-    selection = report.selection_table(fits, n)
-    best = report.kept(fits, n)
-    rule = "AICc = objective + 2k + 2k(k+1)/(n-k-1); kept: most within band, then lowest AICc"
+    cvs: dict[str, crossval.CrossVal] = {}
+    if args.cv:
+        points = QUICK_PROFILE if args.quick else args.profile_points
+        extra = (*QUICK_RUNS, *args.sets) if args.quick else tuple(args.sets)
+        with Runner(args.jobs) as runner:
+            for f in fits:
+                if not f.skipped:
+                    cvs[f.candidate.name] = crossval.cross_validate(
+                        runner, f, seeds, args.cv_replicates, args.max_evals, points, extra, args.quick
+                    )
+    selection = report.selection_table(fits, n, cvs)
+    best = report.kept(fits, n, cvs)
+    rule = (
+        "CV = the held-out way's score at the fold's fit, summed over ways (mean ± s.e. over seed replicates); kept: "
+        "lowest CV; alternatives: within 2 s.e. of it"
+        if cvs
+        else "AICc = objective + 2k + 2k(k+1)/(n-k-1); kept: most within band, then lowest AICc"
+    )
     print(f"\nModel selection ({rule}):", *selection, sep="\n")
     if best is None:
         print("no candidate could be fitted", file=sys.stderr)
@@ -262,9 +295,40 @@ def _loadtest(
             bounds = envelope(" and ".join(runs), exps, [*extra_runs, *best.settings], seeds, runner)
         comments += ["", "The envelope: what the fit's runs covered (calibration/envelope.py)."]
         report.write_settings(args.out, [*best.settings, *bounds], comments, "loadtest-spawn")
-        side = report.write_plausible(Path(args.out), fits, best, cmd)
+        alts = report.alternatives(fits, cvs)
+        side = report.write_plausible(Path(args.out), fits, best, cmd, alts)
         print(f"\nwrote {args.out} and {side}")
+        if cvs:
+            _write_folds(args, cvs, best, seeds, cmd, extra_runs)
     return 0
+
+
+def _write_folds(args, cvs: dict, best: Fit, seeds: list[int], cmd: str, extra_runs) -> None:
+    """The kept candidate's folds as leave-out-WAY.toml beside ``--out``, each with its plausible models (the
+    fold's own, its unfitted parameters at the ends of their ranges, and the alternatives' folds of that way)."""
+    cv = cvs[best.candidate.name]
+    alts = [c for c in crossval.chosen(list(cvs.values()))[1]]
+    for way, fo in cv.folds.items():
+        path = Path(args.out).with_name(f"leave-out-{way}.toml")
+        unread = ", ".join(f.key for f in fo.unread)
+        comments = [
+            f"Written by `{cmd}`: the fold of {best.candidate.name} without {way} (calibration/crossval.py).",
+            f"The reference load test (docs/sources.md §1), fitted to the released figures of all but {way}.",
+            f"Seeds {seeds} (the model's figure is the mean over them).",
+            *([f"Not fitted (only {way} reads them; carried as their ranges): {unread}."] if unread else []),
+            *(["The full fit's values beat the fold's search on its own objective and were taken."] * fo.restarted),
+            "",
+            *describe(fo.fit, way),
+        ]
+        exps = [reference_run(a) for a in APPROACHES if a != way]
+        with Runner(args.jobs) as runner:
+            bounds = envelope(
+                f"the reference load test without {way}", exps, [*extra_runs, *fo.fit.settings], seeds, runner
+            )
+        report.write_settings(path, [*fo.fit.settings, *bounds], comments, "loadtest-spawn")
+        others = [c.folds[way].fit for c in alts]
+        side = report.write_plausible(path, [fo.fit], fo.fit, cmd, others, fo.unread)
+        print(f"wrote {path} and {side}")
 
 
 if __name__ == "__main__":

@@ -36,10 +36,26 @@ def within_bands(f: Fit) -> int:
     return sum(r["within"] for r in residual_rows(f.figures, f.targets))
 
 
-def kept(fits: list[Fit], n: int) -> Fit | None:
-    """The fitted candidate with the most figures within band, then the lowest AICc (None if all were skipped)."""
+def kept(fits: list[Fit], n: int, cvs: dict | None = None) -> Fit | None:
+    """The fitted candidate that predicts best by cross-validation (``cvs``: calibration/crossval.py), or without
+    it the one with the most figures within band, then the lowest AICc (None if all were skipped)."""
     done = [f for f in fits if not f.skipped]
+    if cvs:
+        from calibration.crossval import chosen
+
+        name = chosen(list(cvs.values()))[0].candidate.name
+        return next(f for f in done if f.candidate.name == name)
     return min(done, key=lambda f: (-within_bands(f), aicc(f.loss, f.candidate.k, n))) if done else None
+
+
+def alternatives(fits: list[Fit], cvs: dict | None) -> list[Fit]:
+    """The full fits of the candidates whose CV score is within noise of the kept one's (none without ``cvs``)."""
+    if not cvs:
+        return []
+    from calibration.crossval import chosen
+
+    names = {c.candidate.name for c in chosen(list(cvs.values()))[1]}
+    return [f for f in fits if f.candidate.name in names]
 
 
 def _num(x: float | None, digits: int = 4) -> str:
@@ -58,26 +74,37 @@ def table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
     return out + ["| " + " | ".join(r) + " |" for r in rows]
 
 
-def selection_table(fits: list[Fit], n: int) -> list[str]:
-    best = kept(fits, n)
+def selection_table(fits: list[Fit], n: int, cvs: dict | None = None) -> list[str]:
+    """Each candidate's in-sample objective, AICc and figures within band, and with ``cvs`` its cross-validation
+    score per held-out way and in all (mean ± s.e. over the seed replicates), the kept one and its alternatives."""
+    best = kept(fits, n, cvs)
+    alts = {f.candidate.name for f in alternatives(fits, cvs)}
+    ways = list(next(iter(cvs.values())).folds) if cvs else []
     rows = []
     for f in fits:
         if f.skipped:
-            rows.append([f.candidate.name, str(f.candidate.k), "—", "—", "—", "—", f"skipped: {f.skipped}"])
+            rows.append([f.candidate.name, str(f.candidate.k), *["—"] * (4 + len(ways) + bool(ways))])
+            rows[-1].append(f"skipped: {f.skipped}")
             continue
-        within = within_bands(f)
+        cv = cvs.get(f.candidate.name) if cvs else None
+        scores = [f"{cv.folds[w].score:.3g}" for w in ways] if cv else []
+        total = [f"{cv.score:.3g} ± {cv.se:.2g}"] if cv else []
+        role = "kept" if f is best else "alternative" if f.candidate.name in alts else ""
         rows.append(
             [
                 f.candidate.name,
                 str(f.candidate.k),
                 f"{f.loss:.4g}",
                 f"{aicc(f.loss, f.candidate.k, n):.4g}",
-                f"{within}/{n}",
+                f"{within_bands(f)}/{n}",
                 str(f.evaluations),
-                "kept" if f is best else "",
+                *scores,
+                *total,
+                role,
             ]
         )
-    header = ["candidate", "free k", "objective", f"AICc (n={n})", "within band", "evaluations", "kept"]
+    header = ["candidate", "free k", "objective", f"AICc (n={n})", "within band", "evaluations"]
+    header += [f"CV {w}" for w in ways] + (["CV total"] if ways else []) + ["kept"]
     return table(header, rows)
 
 
@@ -168,10 +195,13 @@ def plausible_path(params: Path) -> Path:
     return params.with_name(params.stem + ".plausible.json")
 
 
-def plausible(fits: list[Fit], best: Fit) -> list[dict]:
+def plausible(fits: list[Fit], best: Fit, alts: Iterable[Fit] = (), unread: Iterable = ()) -> list[dict]:
     """Every parameter set the fit scored, of any candidate, whose loss is within max(1, 10%) of the kept fit's
     (the profiles' rule, calibration/search.py): the models the data do not tell from the one kept. Each once (the
-    lowest loss it was scored at), best first."""
+    lowest loss it was scored at), best first. Then the structural alternatives (``alts``: the fits of candidates
+    that predict as well, whatever their loss; marked ``alternative``), and for each parameter the data did not
+    read (``unread``: calibration/crossval.py) the kept fit with it at either end of its range (marked
+    ``unread``)."""
     from calibration.search import within_profile
 
     found: dict[tuple[str, ...], dict] = {}
@@ -179,17 +209,30 @@ def plausible(fits: list[Fit], best: Fit) -> list[dict]:
         for sets, value in f.seen:
             if within_profile(value, best.loss) and (sets not in found or value < found[sets]["loss"]):
                 found[sets] = {"candidate": f.candidate.name, "loss": round(value, 6), "settings": list(sets)}
-    return sorted(found.values(), key=lambda m: (m["loss"], m["settings"]))
+    models = sorted(found.values(), key=lambda m: (m["loss"], m["settings"]))
+    for f in alts:
+        models.append({"candidate": f.candidate.name, "loss": round(f.loss, 6), "settings": f.settings})
+        models[-1]["alternative"] = True
+    for free in unread:
+        keys = {free.key, *free.also}
+        for x in (free.low, free.high):
+            sets = [*(s for s in best.settings if s.partition("=")[0] not in keys), *free.setting(x)]
+            models.append({"candidate": best.candidate.name, "loss": None, "settings": sets, "unread": free.key})
+    return models
 
 
-def write_plausible(params: Path, fits: list[Fit], best: Fit, command: str) -> Path:
+def write_plausible(
+    params: Path, fits: list[Fit], best: Fit, command: str, alts: Iterable[Fit] = (), unread: Iterable = ()
+) -> Path:
     """Write the plausible models beside the parameter file (experiments/uncertainty.py reads them)."""
     path = plausible_path(params)
     doc = {
         "about": f"The plausible models of {params.name}: every parameter set `{command}` scored whose loss is within "
-        f"max(1, 10%) of the kept fit's ({best.loss:.4g}); experiments/uncertainty.py runs them for ranges.",
+        f"max(1, 10%) of the kept fit's ({best.loss:.4g}), the structural alternatives that predict held-out ways as "
+        "well (alternative), and the parameters the data left unread at the ends of their ranges (unread); "
+        "experiments/uncertainty.py runs them for ranges.",
         "kept": {"candidate": best.candidate.name, "loss": best.loss, "settings": best.settings},
-        "models": plausible(fits, best),
+        "models": plausible(fits, best, alts, unread),
     }
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path

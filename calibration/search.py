@@ -11,8 +11,9 @@ the fit whose loss stays within max(1, 10% of the best) of the best: +1 is one f
 from on target, and 10% keeps the rule meaningful when the best loss is large (a loss of 40 from misfits no
 parameter fixes should not make every interval look sharp). A parameter is "not pinned down" when its interval
 reaches a bound of its range or spans more than a factor 4 (for a linear range starting at 0: when it reaches 0).
-The interval is a one-at-a-time profile at the scan's resolution, not a joint confidence region: parameters that
-trade off against each other look better pinned than they are.
+The interval and the flag come from the joint plausible set (``joint``): every parameter set the fit scored within
+that rule, the scan's points among them, so that parameters which trade off against each other along a ridge show
+the ridge's whole extent instead of the sharp minimum a one-at-a-time scan sees.
 """
 
 from __future__ import annotations
@@ -91,11 +92,20 @@ def profile(obj: Objective, cand: Candidate, values: tuple[float, ...], best: fl
     return out
 
 
-def fit_candidate(obj: Objective, cand: Candidate, quick: bool, max_evals: int, profile_points: int) -> Fit:
-    """Grid (``quick``: the start point only), Nelder–Mead (at most ``max_evals`` evaluations), rounding, profile."""
+def fit_candidate(
+    obj: Objective,
+    cand: Candidate,
+    quick: bool,
+    max_evals: int,
+    profile_points: int,
+    starts: tuple[tuple[float, ...], ...] = (),
+) -> Fit:
+    """Grid (``quick``: the start point only) and ``starts`` (further points to start from: a fold starts from the
+    full fit too), Nelder–Mead from the best (at most ``max_evals`` evaluations), rounding, profile."""
     start_evals, start_seen = obj.evaluations, len(obj.seen)
     grids = [(f.start,) if quick or not f.grid else f.grid for f in cand.free]
-    scored = sorted((obj(cand.settings(g)), g) for g in itertools.product(*grids))
+    points = dict.fromkeys([*itertools.product(*grids), *(tuple(s) for s in starts)])
+    scored = sorted((obj(cand.settings(g)), g) for g in points)
     best_loss, best = scored[0]
     print(f"{cand.name}: grid of {len(scored)}, best loss {best_loss:.4g} at {fmt_values(cand, best)}", flush=True)
 
@@ -120,10 +130,34 @@ def fit_candidate(obj: Objective, cand: Candidate, quick: bool, max_evals: int, 
             best = tuple(p.from_unit(x) for p, x in zip(cand.free, res.x, strict=True))
     values = tuple(float(f"{x:.3g}") for x in best)
     loss = obj(cand.settings(values))
+    if scored[0][0] < loss:  # rounding lost more than the search gained: keep the best point scored
+        loss, values = scored[0]
     profiles = profile(obj, cand, values, loss, profile_points)
     figs = obj.figures(cand.settings(values))
     seen = obj.seen[start_seen:]
+    for p in profiles:
+        joint(p, seen, loss)
     return Fit(cand, values, loss, figs, profiles, obj.evaluations - start_evals, targets=obj.targets, seen=seen)
+
+
+def joint(p: Profile, seen: list[tuple[tuple[str, ...], float]], best: float) -> None:
+    """Set the profile's interval and flag from the joint plausible set: the least and greatest value of the
+    parameter over every set the fit scored within max(1, 10%) of the best (the grid, the search, every profile's
+    scan), so that two parameters that trade off along a ridge both show the ridge's extent (a one-at-a-time scan
+    holds the others at the fit and sees a sharp minimum). Not pinned down: the interval reaches a bound of the
+    range, or spans more than ×SPREAD (a linear range from 0: reaches 0)."""
+    values = [v for sets, loss in seen if within_profile(loss, best) and (v := p.free.value_of(sets)) is not None]
+    if not values:
+        return
+    p.low, p.high = min(values), max(values)
+    f, why = p.free, []
+    if p.low <= f.low * (1 + 1e-9) + 1e-12:
+        why.append("reaches the lower bound")
+    if p.high >= f.high * (1 - 1e-9):
+        why.append("reaches the upper bound")
+    if p.low > 0 and p.high / p.low > SPREAD:
+        why.append(f"spans ×{p.high / p.low:.3g}")
+    p.pinned, p.why = not why, "; ".join(why)
 
 
 def fmt_values(cand: Candidate, values: tuple[float, ...] | list[float]) -> str:

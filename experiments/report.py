@@ -159,7 +159,7 @@ def _ranges_said(summary: pd.DataFrame) -> str:
         return ""
     return (
         f" Ranges (_low .. _high; the lighter band) over {summary['models'].max():.0f} plausible models of the "
-        "calibration: the kept model's seeds and every other model at the first seed (experiments/uncertainty.py)."
+        "calibration, each at every seed (common random numbers: experiments/uncertainty.py)."
     )
 
 

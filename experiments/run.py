@@ -107,7 +107,7 @@ def parser() -> ArgParser:
         type=int,
         default=2,
         metavar="N",
-        help="seeds of the kept model, from --seed (default 2); the other plausible models run at --seed",
+        help="seeds of every plausible model, from --seed (default 2; common random numbers)",
     )
     return p
 

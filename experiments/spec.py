@@ -72,9 +72,9 @@ class Point:
     kept: int | None = None  # with --uncertainty: the index of its kept-model point (its own, for that one)
 
     def seeds(self, spec_seeds: int) -> int:
-        """Its seeds: the spec's, or, for a plausible model other than the kept one, the first only (common random
-        numbers, as ``run --uncertainty`` does)."""
-        return 1 if self.plausible else spec_seeds
+        """Its seeds: the spec's, for the kept model and every plausible one alike (common random numbers, as
+        ``run --uncertainty`` does)."""
+        return spec_seeds
 
     def tree(self) -> tuple[dict, Path | None]:
         tree, base = resolve(self.scenario)
@@ -300,14 +300,15 @@ def _plausible(params: list[str], schema: type) -> Callable[[Point], list[list[t
     the params: experiments/uncertainty.py), as the point's approach reads them."""
     if schema is not MODELS["function"].schema:
         raise ScenarioError("--uncertainty: only the load-test model has plausible models")
-    kept, models = uncertainty.load(uncertainty.plausible_file(list(params)))
+    kept, models, always = uncertainty.load(uncertainty.plausible_file(list(params)))
 
     def of(point: Point) -> list[list[tuple[str, Any]]]:
         try:
-            approach = build_scenario(*point.tree()).approach
+            sc = build_scenario(*point.tree())
         except ScenarioError:
             return []  # the point's own row says why it does not build
-        chosen = uncertainty.envelope(kept, models, uncertainty.unread(approach))[1:]
+        skip = uncertainty.unread(sc.approach)
+        chosen = uncertainty.envelope(kept, models, skip, always, uncertainty.assumed(sc))[1:]
         return [[(k.strip(), parse_value(v.strip())) for k, _, v in (x.partition("=") for x in m)] for m in chosen]
 
     return of

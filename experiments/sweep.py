@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--uncertainty",
         action="store_true",
-        help="also run each point under the other plausible models of the calibration, at the first seed "
+        help="also run each point under the other plausible models of the calibration, at the same seeds "
         "(experiments/uncertainty.py): the report gives each figure a range",
     )
     p.add_argument("--out", type=Path, help="output folder (default runs/<spec name>/)")

@@ -2,26 +2,29 @@
 
 The plausible models are the ones ``calibration.fit`` wrote beside the parameter file in use
 (``NAME.plausible.json``: every parameter set the fit scored, of any candidate, within max(1, 10%) of the kept
-fit's loss; calibration/report.py). The code's defaults are the shipped fit (calibration/params/reference-loadtest
-.toml), so a run without ``--params`` reads that file's; with ``--params FILE`` the last file that has one.
+fit's loss; the candidates that predict held-out ways as well as the kept one, ``alternative``; and the parameters
+no fitted figure reads at the ends of their ranges, ``unread``: calibration/report.py, calibration/crossval.py). The
+code's defaults are the shipped fit (calibration/params/reference-loadtest.toml), so a run without ``--params``
+reads that file's; with ``--params FILE`` the last file that has one.
 
 A model's keys count only where the scenario reads them: a section that another approach adds (``server.*`` for a
 spawn or remote test, ``batching.*``: models/inputs/approaches/*.py ``sections``) is not read, so its keys are left
 out of every model, and models that coincide on every key left are one model. Of the plausible models a run takes
-the *envelope*: the kept fit and, for each calibrated key it reads, the plausible model with its least and the one
-with its greatest value (a model already taken wins a tie), so that every direction the data leave open is tried at
-its extremes: at most 1 + 2k models for k keys, fewer where they coincide. The kept model runs at the user's seed and
-the n − 1 after it (the scenario's own keys on top: a key the user sets wins over the model's), and every other model
-at the user's seed: common random numbers (the same streams for every model, so a model's difference from the kept
-one is its parameters', not its draws') and the seed-to-seed spread of the kept model, at 1 + k' + n − 1 runs
-rather than (1 + k') · n. The user's own run is the kept model at its seed (the defaults being the kept fit), and
-runs that are the same scenario at the same seed run once. A figure's central value is the kept model's mean over
-its seeds; its range is the least and the greatest over every run: parameter and structural uncertainty (two
-candidates that fit alike) and run-to-run noise together.
+the *envelope*: the kept fit; for each calibrated key it reads (a number, or a distribution's median), the plausible
+model with its least and the one with its greatest value (a model already taken wins a tie), so that every direction
+the data leave open is tried at its extremes; every ``alternative`` and ``unread`` model; and the assumptions no fit
+reads (``ASSUMED``: the accept bursts over their ranges, the modal client's answer to a refusal), each as the kept
+model with that one setting. Every model runs at the user's seed and the n − 1 after it (the scenario's own keys on
+top: a key the user sets wins over the model's): common random numbers (the same streams for every model, so a
+model's difference from the kept one is its parameters', not its draws'), and each model's own seed-to-seed spread.
+The user's own run is the kept model at its seed (the defaults being the kept fit), and runs that are the same
+scenario at the same seed run once. A figure's central value is the kept model's mean over its seeds; its range is
+the least and the greatest over every run: parameter and structural uncertainty and run-to-run noise together.
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +32,7 @@ from typing import Any
 
 from experiments.cli import cap_jobs, load_scenario, process_pool, run_scenario
 from models.inputs.approaches import APPROACHES
+from models.inputs.function import ASYNC, SYNC
 from sim import files
 from sim.scenario import ScenarioError
 
@@ -44,14 +48,39 @@ def plausible_file(params: list[str]) -> Path:
     return SHIPPED
 
 
-def load(path: Path) -> tuple[list[str], list[list[str]]]:
-    """(the kept model's settings, every plausible model's settings) from a plausible-models file."""
+# Assumptions no fit reads, carried as ranges: the accept bursts, from what the reference test had accepted at once
+# without an error (docs/sources.md §1: 1,000 synchronous calls per copy, 8,000 spawns) to an assumed five times that,
+# by the call style that reads each; and what the modal client does with a refusal by the accept limits, which
+# Modal does not publish (models/inputs/clients.py ``on_rate_limit``), for single calls on the Function path.
+ACCEPT_BURSTS = {
+    SYNC: ("limits.sync_accept_burst", 1000.0, 5000.0),
+    ASYNC: ("limits.async_accept_burst", 8000.0, 40000.0),
+}
+ON_RATE_LIMIT = "clients.on_rate_limit=retry_after"
+
+
+def assumed(sc: Any) -> list[str]:
+    """The settings of the assumptions ``sc`` reads, one model each (``ACCEPT_BURSTS``, ``ON_RATE_LIMIT``)."""
+    ap = APPROACHES.get(sc.approach)
+    if ap is None or ap.http or not sc.limits.enabled:
+        return []
+    key, low, high = ACCEPT_BURSTS[ap.style]
+    out = [f"{key}={low:g}", f"{key}={high:g}"]
+    if sc.clients.api == "single":
+        out.append(ON_RATE_LIMIT)
+    return out
+
+
+def load(path: Path) -> tuple[list[str], list[list[str]], list[list[str]]]:
+    """(the kept model's settings, every plausible model's settings, the models every envelope takes: the structural
+    alternatives and the unread parameters' extremes) from a plausible-models file."""
     try:
         doc = files.read_json(path, "a plausible-models file")
         kept, models = list(doc["kept"]["settings"]), [list(m["settings"]) for m in doc["models"]]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        always = [list(m["settings"]) for m in doc["models"] if m.get("alternative") or m.get("unread")]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ScenarioError(f"{path}: not a plausible-models file ({type(e).__name__}: {e})") from None
-    return kept, models
+    return kept, models, always
 
 
 def unread(approach: str) -> Callable[[str], bool]:
@@ -61,19 +90,30 @@ def unread(approach: str) -> Callable[[str], bool]:
     return lambda setting: setting.partition("=")[0].partition(".")[0] in others
 
 
-def envelope(kept: list[str], models: list[list[str]], skip: Callable[[str], bool] | None = None) -> list[list[str]]:
-    """The kept model, then for each calibrated key the models with its least and greatest value, each once: the
-    settings ``skip`` says are not read are left out of every model first, and models then alike are one model."""
+NUMBER = re.compile(r"^\s*(?:[a-z_]+\(\s*)?([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
 
-    def value(model: list[str], key: str) -> float | None:
-        for s in model:
-            k, _, v = s.partition("=")
-            if k == key:
-                try:
-                    return float(v)
-                except ValueError:
-                    return None  # a distribution or a switch: not ordered
-        return None
+
+def value(model: list[str], key: str) -> float | None:
+    """``key``'s value in a model: a number, or a distribution's first parameter (a lognormal's median, a constant's
+    value); None for a switch or a key the model does not set."""
+    for s in model:
+        k, _, v = s.partition("=")
+        if k == key:
+            m = NUMBER.match(v)
+            return float(m.group(1)) if m and v.strip().lower() not in ("true", "false") else None
+    return None
+
+
+def envelope(
+    kept: list[str],
+    models: list[list[str]],
+    skip: Callable[[str], bool] | None = None,
+    always: list[list[str]] = (),
+    extra: list[str] = (),
+) -> list[list[str]]:
+    """The kept model, then for each calibrated key the models with its least and greatest value, then every model
+    of ``always`` and the kept model with each setting of ``extra`` (``assumed``), each once: the settings ``skip``
+    says are not read are left out of every model first, and models then alike are one model."""
 
     def read(model: list[str]) -> list[str]:
         return [s for s in model if skip is None or not skip(s)]
@@ -89,7 +129,16 @@ def envelope(kept: list[str], models: list[list[str]], skip: Callable[[str], boo
                 ties = [m for m in [*chosen, *ranked] if value(m, key) == best]  # one already taken wins a tie
                 if ties[0] not in chosen:
                     chosen.append(ties[0])
+    for m in [*(read(m) for m in always), *(with_setting(kept, x) for x in extra)]:
+        if m not in chosen:
+            chosen.append(m)
     return chosen
+
+
+def with_setting(model: list[str], setting: str) -> list[str]:
+    """``model`` with ``setting`` (``KEY=VALUE``) in place of its own value of that key."""
+    key = setting.partition("=")[0]
+    return [*(s for s in model if s.partition("=")[0] != key), setting]
 
 
 def _run(args: tuple[str, list[str], list[str], int]) -> dict:
@@ -100,18 +149,17 @@ def _run(args: tuple[str, list[str], list[str], int]) -> dict:
 def ranges(
     scenario: str, sets: list[str], params: list[str], seeds: int, jobs: int, seed: int = 0
 ) -> tuple[dict, dict]:
-    """(the user's run at ``seed``, the ranges): the scenario under the kept model at ``seeds`` seeds from ``seed``
-    and under every other model of the envelope at ``seed``; per numeric metric its central value (the kept model's
+    """(the user's run at ``seed``, the ranges): the scenario under every model of the envelope at ``seeds`` seeds
+    from ``seed`` (common random numbers); per numeric metric its central value (the kept model's
     mean over its seeds) and its range (least, greatest over every run). The user's run is one of the runs."""
     sc = load_scenario(scenario, sets, params)
     if sc.model != "function":
         raise ScenarioError(f"--uncertainty: only the load-test model has plausible models, not {sc.model!r}")
     path = plausible_file(params)
-    kept, models = load(path)
-    chosen = envelope(kept, models, unread(sc.approach))
+    kept, models, always = load(path)
+    chosen = envelope(kept, models, unread(sc.approach), always, assumed(sc))
     own = (scenario, list(sets), params, seed)
-    kept_runs = [(scenario, [*chosen[0], *sets], params, seed + i) for i in range(seeds)]
-    wanted = [own, *kept_runs] + [(scenario, [*m, *sets], params, seed) for m in chosen[1:]]
+    wanted = [own] + [(scenario, [*m, *sets], params, seed + i) for m in chosen for i in range(seeds)]
     # the same scenario at the same seed is the same run (reproducible): each runs once
     key = [(repr(load_scenario(s, st, p)), sd) for s, st, p, sd in wanted]
     unique = list(dict.fromkeys(key))

@@ -36,10 +36,13 @@ def test_a_run_with_uncertainty_reports_central_values_and_ranges(tmp_path, caps
     assert run.main([*argv, "--uncertainty", "--uncertainty-seeds", "2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     u = out["uncertainty"]
-    assert u["models"] == 3 and u["of"] == 3 and u["seeds"] == 2 and u["file"].endswith("fit.plausible.json")
+    assert u["models"] == 6 and u["of"] == 3 and u["seeds"] == 2 and u["file"].endswith("fit.plausible.json")
     r = u["ranges"]["calls_per_s"]
     assert r["low"] <= r["central"] <= r["high"] and r["low"] < r["high"]  # the start rate moves spawn's calls/s
-    # the central value is the kept model's mean over seeds 0 and 1; the other models run at seed 0
+    # the central value is the kept model's mean over seeds 0 and 1; every model runs at both (common random numbers)
+    # the file's three models and three assumptions (the accept burst's ends, the client's retry); the burst's least
+    # is spawn's default, a run already made: five distinct models at two seeds
+    assert u["runs"] == 10
     kept = []
     for seed in (0, 1):
         assert run.main([*argv, "--set", "limits.start_rate=363", "--seed", str(seed), "--json"]) == 0
@@ -64,6 +67,15 @@ def test_uncertainty_needs_a_load_test_and_a_readable_file(tmp_path, capsys):
     assert stop.value.code == 2 and "--uncertainty-seeds" in capsys.readouterr().err
 
 
+def test_the_envelope_orders_distributions_by_their_median_and_takes_the_alternatives_and_assumptions():
+    kept = ["autoscaler.cold_start=lognormal(1.86, 0.3)", "x.on=true"]
+    low, high = ["autoscaler.cold_start=lognormal(1.2, 0.3)", "x.on=true"], ["autoscaler.cold_start=lognormal(3, 0.3)"]
+    alt = ["autoscaler.cold_start=lognormal(1.86, 0.3)", "x.on=false"]
+    assert uncertainty.value(kept, "autoscaler.cold_start") == 1.86 and uncertainty.value(kept, "x.on") is None
+    chosen = uncertainty.envelope(kept, [kept, low, high, alt], always=[alt], extra=["x.on=false", "y.n=3"])
+    assert chosen == [kept, low, high, alt, [*kept, "y.n=3"]]  # x.on=false on the kept model is the alternative
+
+
 def test_the_envelope_counts_only_the_keys_the_scenario_reads():
     kept = ["a.x=2", "server.cpu=1"]
     models = [kept, ["a.x=2", "server.cpu=0.1"], ["a.x=2", "server.cpu=9"], ["a.x=1", "server.cpu=1"]]
@@ -80,12 +92,17 @@ def test_the_users_run_is_one_of_the_runs_and_the_same_run_runs_once(tmp_path):
     params = models_file(tmp_path, rates[0], rates)  # the file sets the kept model's rate: the user's run is its own
     sets = ["duration_s=5", "clients.count=2"]
     mine, doc = uncertainty.ranges("loadtest-spawn", sets, [str(params)], 2, 1, seed=1)
-    assert doc["models"] == 2 and doc["runs"] == 3  # 363 at seeds 1 (the user's run) and 2, 150 at seed 1
+    # 363 and 150 and the three assumptions (the accept burst's ends, the client's retry), each at seeds 1 and 2;
+    # 363 at seed 1 is the user's run, and the burst's least (8,000) is spawn's default: 4 distinct models
+    assert doc["models"] == 5 and doc["runs"] == 8
     alone = run.run_scenario(run.load_scenario("loadtest-spawn", sets, [str(params)]), seed=1)
     assert {k: v for k, v in mine.items() if k != "wall_s"} == {k: v for k, v in alone.items() if k != "wall_s"}
     # at any seed, with keys of the user's own on top of every model's
     _, doc = uncertainty.ranges("loadtest-spawn", [*sets, "limits.start_burst=5"], [str(params)], 2, 1, seed=7)
-    assert doc["runs"] == 3
+    assert doc["runs"] == 8
+    # a key the user sets is no longer an assumption: the client's retry set by hand is one model fewer
+    _, doc = uncertainty.ranges("loadtest-spawn", [*sets, uncertainty.ON_RATE_LIMIT], [str(params)], 2, 1, seed=7)
+    assert doc["runs"] == 6
 
 
 def test_a_sweep_with_uncertainty_runs_each_point_under_the_envelope_and_reports_ranges(tmp_path):
@@ -97,15 +114,16 @@ def test_a_sweep_with_uncertainty_runs_each_point_under_the_envelope_and_reports
     argv = ["loadtest-spawn", "--params", str(params), "--set", "duration_s=5", "--factor", "clients.count=1,2"]
     assert sweep.main([*argv, "--seeds", "2", "--uncertainty", "--out", str(out), "--jobs", "1"]) == 0
     rows = pd.read_csv(out / "results.csv")
-    # per point: the kept model at seeds 0 and 1, the two others at seed 0 only, each saying whose point it is
-    assert len(rows) == 2 * (2 + 2) and set(rows["plausible"]) == {0, 1, 2}
-    assert (rows[rows["plausible"] > 0]["seed"] == 0).all()
+    # per point: every model at seeds 0 and 1 (the three of the file, the three assumptions), each saying whose
+    # point it is
+    assert len(rows) == 2 * 6 * 2 and set(rows["plausible"]) == {0, 1, 2, 3, 4, 5}
+    assert set(rows[rows["plausible"] > 0]["seed"]) == {0, 1}
     for _, r in rows.iterrows():
         kept = rows[rows["point"] == r["kept_point"]]
         assert (kept["plausible"] == 0).all() and (kept["clients.count"] == r["clients.count"]).all()
     assert set(rows["limits.start_rate"]) == {150, 363, 600}
     summary = pd.read_csv(out / "summary.csv")
-    assert len(summary) == 2 and (summary["seeds"] == 2).all() and (summary["models"] == 3).all()
+    assert len(summary) == 2 and (summary["seeds"] == 2).all() and (summary["models"] == 6).all()
     for _, s in summary.iterrows():
         mine = rows[rows["kept_point"] == s["point"]]["calls_per_s"]
         kept = rows[(rows["point"] == s["point"])]["calls_per_s"]
@@ -128,7 +146,7 @@ def test_a_whatif_with_uncertainty_says_whether_the_answer_holds_under_every_mod
     out = json.loads(capsys.readouterr().out)
     u = out["uncertainty"]
     back = u["ranges"]["first_n_back_s"]
-    assert u["models"] == 3 and back["low"] < back["high"]  # a slower start rate drains later
+    assert u["models"] == 6 and back["low"] < back["high"]  # a slower start rate drains later
     assert back["central"] == pytest.approx(out["chosen"]["metrics"]["first_n_back_s"]["mean"], rel=1e-12)
     assert u["ranges"]["calls_per_s"]["high"] == pytest.approx(300 / back["low"])
 
