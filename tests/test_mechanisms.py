@@ -370,6 +370,19 @@ def test_burst_aware_scale_from_zero_sizes_to_the_whole_burst():
     assert containers_after_first_decision(spawn_burst(burst_aware=True)) == 1  # the default step is 1
 
 
+def test_a_gathering_window_sizes_scale_from_zero_to_a_burst_the_legs_spread():
+    # the 8,000 calls leave together and arrive over 0.4 s (their submit legs): the decision at the first arrival
+    # sees one input; one taken 0.45 s after it sees them all
+    spread = {"overhead": {"submit": "uniform(0.001, 0.4)"}}
+    tree = {**spawn_burst(scaleup_step=0, burst_aware=True), **spread}
+    assert containers_after_first_decision(tree) == 1
+    gathered = {**tree, "autoscaler": {**tree["autoscaler"], "gather_s": 0.45}}
+    assert containers_after_first_decision(gathered) == 16
+    # a window shorter than the spread sees only what arrived in it (the first decision: fewer than 16)
+    short = {**tree, "autoscaler": {**tree["autoscaler"], "gather_s": 0.1}}
+    assert 1 < containers_after_first_decision(short) < 16
+
+
 def test_burst_aware_scale_from_zero_for_the_server():
     tree = {**spawn_burst(scaleup_step=0), "approach": "server", "function": {}}
     assert containers_after_first_decision(tree) == 1  # the 503s each count as one more request

@@ -197,3 +197,21 @@ def test_a_metric_declaration_refuses_what_it_cannot_mean():
     with pytest.raises(ValueError, match="derived"):
         Metric("x", "s", "derived", "?").combined(1.0, 2.0)
     assert math.isclose(Metric("x", "s", "sum", "?").combined(0.1, 0.2), 0.30000000000000004)
+
+
+def test_an_open_loops_headline_is_what_comes_back_in_the_window_and_its_ideal_is_the_windows_rate():
+    # the demand steps from 50 to 100 calls/s at 100 s, when the window begins: the window's ideal is 100
+    sets = ["load=arrivals", "arrivals.rate=100", "duration_s=200", "warmup_s=100", "arrivals.shape=steps(100, 0.5, 1)"]
+    m = run_scenario(load_scenario("loadtest-spawn", sets, []))
+    assert m["ideal_calls_per_s"] == pytest.approx(100.0, rel=1e-12)
+    assert m["calls_per_s"] == m["calls_back_per_s"]
+    # offered far past spawn's start limit, what comes back is what the limit starts, not what was issued and
+    # drained after the window
+    sets = ["load=arrivals", "arrivals.rate=1400", "duration_s=60", "warmup_s=20", "drain_s=5"]
+    sc = load_scenario("loadtest-spawn", sets, [])
+    m = run_scenario(sc)
+    admits = sc.limits.start_rate + sc.limits.start_burst / (sc.duration_s - sc.warmup_s)
+    assert m["calls_per_s"] == m["calls_back_per_s"] <= admits
+    # a closed loop keeps the reference test's rule: the calls issued in the window and back, whenever
+    m = run_scenario(load_scenario("loadtest-spawn", ["clients.count=2", "duration_s=20"], []))
+    assert m["calls_per_s"] == m["calls"] / 20
