@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from calibration.candidates import Candidate, Free
 from calibration.objective import Objective, Runner, loss, reference
-from calibration.search import Fit, fit_candidate
+from calibration.search import Fit, fit_candidate, joint, profile
 from calibration.targets import APPROACHES, Target, predictions, targets
 from experiments.cli import load_scenario
 from models.inputs.approaches import APPROACHES as MODEL_APPROACHES
@@ -105,7 +105,6 @@ def fold(
     seeds: list[int],
     replicates: int,
     max_evals: int,
-    profile_points: int,
     extra: tuple[str, ...] = (),
     quick: bool = False,
 ) -> Fold:
@@ -115,7 +114,7 @@ def fold(
     cand = without(full.candidate, fixed)
     start = tuple(x for f, x in zip(full.candidate.free, full.values, strict=True) if f not in fixed)
     obj = Objective(runner, seeds, targets(way), extra)
-    fit = fit_candidate(obj, cand, quick, max_evals, profile_points, starts=(start,))
+    fit = fit_candidate(obj, cand, quick, max_evals, 0, starts=(start,))  # profiled if kept (``profile_fold``)
     restarted = False
     full_loss = obj(cand.settings(start))
     if full_loss < fit.loss:  # the search stopped short of a point it was given: take it
@@ -131,20 +130,30 @@ def fold(
     return Fold(way, fit, fixed, scores, restarted)
 
 
+def profile_fold(runner: Runner, fo: Fold, seeds: list[int], profile_points: int, extra: tuple[str, ...] = ()) -> None:
+    """Profile a fold's fit (the kept candidate's folds are written as leave-out files), on its own objective: the
+    scans join the sets it scored, and each interval comes from the joint plausible set (calibration/search.py)."""
+    obj = Objective(runner, seeds, targets(fo.way), extra)
+    f = fo.fit
+    f.profiles = profile(obj, f.candidate, f.values, f.loss, profile_points)
+    f.seen = [*f.seen, *obj.seen]
+    for p in f.profiles:
+        joint(p, f.seen, f.loss)
+
+
 def cross_validate(
     runner: Runner,
     full: Fit,
     seeds: list[int],
     replicates: int,
     max_evals: int,
-    profile_points: int,
     extra: tuple[str, ...] = (),
     quick: bool = False,
 ) -> CrossVal:
     """Every fold of ``full``'s candidate (one per way of the reference test)."""
     folds = {}
     for way in APPROACHES:
-        folds[way] = fold(runner, full, way, seeds, replicates, max_evals, profile_points, extra, quick)
+        folds[way] = fold(runner, full, way, seeds, replicates, max_evals, extra, quick)
         f = folds[way]
         print(
             f"{full.candidate.name} without {way}: fold loss {f.fit.loss:.4g}, {way} scored {f.score:.4g}", flush=True

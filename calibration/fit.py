@@ -13,9 +13,11 @@ back, added-latency p50/p90/p99, containers and errors of spawn, app copies, bat
 acceptance bands); the cells kept aside are predictions, reported and never fitted. Each candidate set of mechanisms
 (calibration/candidates.py) is fitted by a grid then Nelder–Mead over its free parameters (calibration/search.py) on
 Σ((model − measured) / tolerance)² of the figures' means over seeds (calibration/objective.py); each fitted parameter
-gets a profile interval and a "not pinned down" flag; the candidate kept is the one with the most figures within their
-bands, then the lowest AICc (calibration/report.py). ``--leave-out APPROACH`` fits without that approach's targets and
-reports its figures as predictions. ``--out FILE`` writes the kept candidate's parameters as a file ``experiments.run
+gets an interval over the joint plausible set and a "not pinned down" flag. The candidate kept: with ``--cv`` the one
+that predicts held-out ways best (leave-one-way-out cross-validation: calibration/crossval.py; those within noise of
+it are kept beside it as structural alternatives), else the one with the most figures within their bands, then the
+lowest AICc (calibration/report.py). ``--leave-out APPROACH`` fits without that approach's targets and reports its
+figures as predictions. ``--out FILE`` writes the kept candidate's parameters as a file ``experiments.run
 --params`` accepts; without it nothing is written (the shipped calibration/params/reference-loadtest.toml is replaced
 only on purpose, with ``--out``).
 
@@ -117,7 +119,10 @@ def describe(f: Fit, leave_out: str | None, reference: Path | None = REFERENCE) 
         what = f"the figures of {leave_out}, left out of the fit, and " if leave_out else ""
         lines += ["", f"Predictions ({what}the cells kept aside; never fitted):"]
         lines += report.prediction_table(f, predictions(leave_out, reference))
-    lines += ["", "Profiles (each parameter alone, the others at the fit; see calibration/search.py for the rule):"]
+    lines += [
+        "",
+        "Intervals (each parameter over the joint plausible set, its profile's scan included; calibration/search.py):",
+    ]
     return lines + report.profile_table(f)
 
 
@@ -243,13 +248,12 @@ def _loadtest(
     n = len(tgts)
     cvs: dict[str, crossval.CrossVal] = {}
     if args.cv:
-        points = QUICK_PROFILE if args.quick else args.profile_points
         extra = (*QUICK_RUNS, *args.sets) if args.quick else tuple(args.sets)
         with Runner(args.jobs) as runner:
             for f in fits:
                 if not f.skipped:
                     cvs[f.candidate.name] = crossval.cross_validate(
-                        runner, f, seeds, args.cv_replicates, args.max_evals, points, extra, args.quick
+                        runner, f, seeds, args.cv_replicates, args.max_evals, extra, args.quick
                     )
     selection = report.selection_table(fits, n, cvs)
     best = report.kept(fits, n, cvs)
@@ -308,6 +312,10 @@ def _write_folds(args, cvs: dict, best: Fit, seeds: list[int], cmd: str, extra_r
     fold's own, its unfitted parameters at the ends of their ranges, and the alternatives' folds of that way)."""
     cv = cvs[best.candidate.name]
     alts = [c for c in crossval.chosen(list(cvs.values()))[1]]
+    points = QUICK_PROFILE if args.quick else args.profile_points
+    with Runner(args.jobs) as runner:
+        for fo in cv.folds.values():
+            crossval.profile_fold(runner, fo, seeds, points, tuple(extra_runs))
     for way, fo in cv.folds.items():
         path = Path(args.out).with_name(f"leave-out-{way}.toml")
         unread = ", ".join(f.key for f in fo.unread)

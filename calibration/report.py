@@ -156,7 +156,7 @@ def profile_table(f: Fit) -> list[str]:
         ]
         for p, x in zip(f.profiles, f.values, strict=True)
     ]
-    return table(["parameter", "fitted", "profile interval", "range", "pinned down"], rows)
+    return table(["parameter", "fitted", "plausible interval", "range", "pinned down"], rows)
 
 
 def toml_value(text: str) -> str:

@@ -101,7 +101,8 @@ def fit_candidate(
     starts: tuple[tuple[float, ...], ...] = (),
 ) -> Fit:
     """Grid (``quick``: the start point only) and ``starts`` (further points to start from: a fold starts from the
-    full fit too), Nelder–Mead from the best (at most ``max_evals`` evaluations), rounding, profile."""
+    full fit too), Nelder–Mead from the best (at most ``max_evals`` evaluations), rounding, profile (none with
+    ``profile_points`` 0)."""
     start_evals, start_seen = obj.evaluations, len(obj.seen)
     grids = [(f.start,) if quick or not f.grid else f.grid for f in cand.free]
     points = dict.fromkeys([*itertools.product(*grids), *(tuple(s) for s in starts)])
@@ -132,7 +133,7 @@ def fit_candidate(
     loss = obj(cand.settings(values))
     if scored[0][0] < loss:  # rounding lost more than the search gained: keep the best point scored
         loss, values = scored[0]
-    profiles = profile(obj, cand, values, loss, profile_points)
+    profiles = profile(obj, cand, values, loss, profile_points) if profile_points else []
     figs = obj.figures(cand.settings(values))
     seen = obj.seen[start_seen:]
     for p in profiles:

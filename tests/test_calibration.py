@@ -222,7 +222,7 @@ def test_quick_leave_one_out_end_to_end(tmp_path, capsys):
     out = capsys.readouterr().out
     residuals = out.split("Residuals")[1].split("Predictions")[0]
     assert "| spawn | calls_per_s | 589 |" in residuals and "| server |" not in residuals
-    predicted = out.split("Predictions")[1].split("Profiles")[0]
+    predicted = out.split("Predictions")[1].split("Intervals")[0]
     assert "| server | calls_per_s | 1401 (left out) |" in predicted and "kept aside" in predicted
     assert "| baseline | 3 |" in out and "kept |" in out and "n=17" in out
     assert load_scenario("loadtest-spawn", [], [str(path)]).limits.start_rate > 0
@@ -231,3 +231,33 @@ def test_quick_leave_one_out_end_to_end(tmp_path, capsys):
     assert envelope.runs == "the reference load test without server"
     assert (envelope.duration_s, envelope.clients, envelope.in_flight, envelope.copies) == (5.0, 8, 100, 8)
     assert envelope.backlog_s > 0 and envelope.containers > 0
+
+
+def test_a_fold_does_not_fit_what_only_the_held_out_way_reads():
+    from calibration import crossval
+
+    kept = next(c for c in CANDIDATES if c.name == "fifo-start")
+    others = [w for w in APPROACHES if w != "server"]
+    # server.* is read by the server alone: without it the CPU per request is not fitted, every other key is
+    assert [f.key for f in crossval.unread(kept, others)] == ["server.cpu_per_request_s"]
+    assert crossval.unread(kept, [w for w in APPROACHES if w != "spawn"]) == ()
+    held = crossval.without(kept, crossval.unread(kept, others))
+    assert held.k == kept.k - 1 and "server.cpu_per_request_s=0.004" in held.settings(held.start())
+
+
+def test_the_candidate_that_predicts_best_is_kept_and_those_within_noise_beside_it():
+    from calibration import crossval
+
+    def cv(name: str, scores: list[float]) -> crossval.CrossVal:
+        cand = next(c for c in CANDIDATES if c.name == name)
+        fold = crossval.Fold("spawn", Fit(cand), scores=scores)
+        return crossval.CrossVal(cand, {"spawn": fold})
+
+    best, near, far = cv("fifo-start", [4.0, 4.4]), cv("gather", [4.5, 4.1]), cv("baseline", [30.0, 31.0])
+    assert crossval.chosen([far, near, best]) == (best, [near])
+    assert best.score == pytest.approx(4.2) and best.se == pytest.approx(0.2)
+    fits = [Fit(c.candidate, values=c.candidate.start(), loss=1.0) for c in (best, near, far)]
+    cvs = {c.candidate.name: c for c in (best, near, far)}
+    assert report.kept(fits, 20, cvs) is fits[0] and report.alternatives(fits, cvs) == [fits[1]]
+    rows = report.selection_table(fits, 20, cvs)
+    assert "CV spawn" in rows[0] and "kept |" in rows[2] and "alternative |" in rows[3] and rows[4].endswith(" |  |")

@@ -3,6 +3,8 @@ does to the answers at scale: no cliff in a sweep over clients that the limits d
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from experiments.cli import load_scenario
@@ -82,7 +84,7 @@ def test_calls_back_never_fall_with_more_clients_unless_a_limit_refuses_more(pre
             sets = [*PRESETS[preset], f"clients.count={n}", f"clients.on_rate_limit={on}", "duration_s=60"]
             m = loadtest.run(load_scenario(preset, sets, []), seed=0)
             rows[on, n] = (m["calls_back_per_s"], sum(m["rejections_by_kind"].values()), m["errors"])
-    for a, b in zip(CLIENTS, CLIENTS[1:], strict=False):
+    for a, b in itertools.pairwise(CLIENTS):
         back_a, _, errors_a = rows["retry_after", a]
         back_b, _, errors_b = rows["retry_after", b]
         assert errors_a == errors_b == 0
