@@ -30,28 +30,23 @@ PARAMS = OUT.parent
 # Figures outside their band, as measured when these checks were written (mean over SEEDS): {(approach, metric):
 # model value}. In sample with the shipped parameters; left out with each approach's leave-out parameters.
 IN_SAMPLE_MISSES: dict[tuple[str, str], float] = {
+    # the kept candidate (overhead: one container added per decision) spreads spawn's starts: its p90 runs long
+    ("spawn", "added_latency_p90_s"): 19.16,
     # 2 per copy of 1,000 calls on containers of 500 (docs/explanation/calibration.md)
     ("copies", "containers_peak"): 16,
+    # rounds that wait for one container a decision: 20% slow
+    ("batching", "calls_per_s"): 641.7,
 }
 # a figure that varies more from seed to seed (sd 0.32 s) than its band is wide, so it is judged by its mean over
-# NOISY_SEEDS (1.43 s against 1.48 measured, with legs that vary from call to call; with constant legs it was 0.92 s)
+# NOISY_SEEDS (with legs that vary from call to call)
 NOISY = {("copies", "added_latency_p90_s")}
 NOISY_SEEDS = range(16)
 LEFT_OUT_MISSES: dict[tuple[str, str], float] = {
-    # without spawn, nothing pins the start limit down (only spawn binds on it): docs/explanation/calibration.md
-    ("spawn", "calls_per_s"): 322.3,
-    ("spawn", "first_n_back_s"): 48.72,
-    ("spawn", "added_latency_p50_s"): 32.17,
-    ("spawn", "added_latency_p90_s"): 32.49,
-    ("spawn", "added_latency_p99_s"): 37.9,
-    ("spawn", "containers_peak"): 4,
-    ("copies", "added_latency_p50_s"): 0.3875,
-    ("copies", "added_latency_p90_s"): 2.273,
-    ("copies", "added_latency_p99_s"): 7.639,
+    # the leave-out fits miss what the full fit misses (docs/explanation/calibration.md): spawn's p90, copies'
+    # containers, batching's rounds (slow without their own figures, as with them)
+    ("spawn", "added_latency_p90_s"): 19.16,
     ("copies", "containers_peak"): 16,
-    # without the server, nothing pins its CPU per request down
-    ("server", "calls_per_s"): 1016,
-    ("server", "first_n_back_s"): 21.83,
+    ("batching", "calls_per_s"): 625,
 }
 
 
@@ -92,11 +87,13 @@ def test_the_remote_baseline_fails_with_rate_limit_or_queue_full_errors():
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_spawn_is_bound_by_its_start_limit(seed):
-    # docs/sources.md §1: spawned inputs start more slowly than they are accepted (the start limit), not for want of
-    # containers: the input-seconds lost pending are mostly lost to the start limit
+def test_spawn_is_held_back_by_its_start_limit(seed):
+    # docs/sources.md §1: spawned inputs start more slowly than they are accepted (the start limit): in the kept
+    # model a quarter or more of the input-seconds lost pending go to it, beside the autoscaler's one container a
+    # decision, and nothing else binds
     m = loadtest.run(load_scenario("loadtest-spawn", [], []), seed=seed)
-    assert m["binding_limit"] == "start_rate", m["binding_limit"]
+    assert m["limit_share_start_rate"] >= 0.25 and m["binding_limit"] in ("start_rate", "autoscaler"), m
+    assert m["limit_share_start_rate"] + m["limit_share_autoscaler"] + m["limit_share_none"] == pytest.approx(1.0)
 
 
 def test_code_defaults_are_the_fitted_parameter_file():

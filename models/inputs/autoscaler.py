@@ -63,21 +63,21 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class AutoscalerParams:
     interval_s: float = param(
-        4.83,
+        5.75,
         ge=0.001,
         source="undocumented; fitted to docs/sources.md §1 (calibration/params/reference-loadtest.toml)",
         doc="time between scaling decisions",
     )
     scaleup_step: int = param(
-        0,
+        1,
         ge=0,
-        source="undocumented; 0 in the candidate kept by calibration.fit (calibration/params/reference-loadtest.toml)",
+        source="undocumented; 1 in the candidate kept by calibration.fit (calibration/params/reference-loadtest.toml)",
         doc="most containers added per decision per Function; 0 = no cap (all that are wanted at once)",
     )
     burst_aware: bool = param(
-        True,
-        source="assumption: scale-from-zero sees the whole same-instant backlog; on in the candidate kept by "
-        "calibration.fit",
+        False,
+        source="assumption: scale-from-zero sees the whole same-instant backlog; off in the candidate kept by "
+        "calibration.fit (calibration/params/reference-loadtest.toml)",
         doc="true: work reaching an empty pool is sized at the end of the instant, to the whole burst",
     )
     gather_s: float = param(
@@ -90,14 +90,14 @@ class AutoscalerParams:
         "pool, and sizes it to all that arrived by then (0: at the end of that instant)",
     )
     size_to: Literal["in_system", "startable"] = param(
-        "startable",
-        source="in_system: docs/sources.md §1 ('Modal adds containers as calls pile up'); startable (in use): "
-        "assumption, in the candidate kept by calibration.fit",
+        "in_system",
+        source="in_system (in use): docs/sources.md §1 ('Modal adds containers as calls pile up'), in the candidate "
+        "kept by calibration.fit; startable: assumption, in the fifo-start candidate",
         doc="a Function's wanted load: inputs in the system, or running + the pending its start limit can start "
         "within interval_s",
     )
     cold_start: Dist = param(
-        LogNormal(1.86, 0.3),
+        LogNormal(1.48, 0.3),
         source="median fitted to docs/sources.md §1 (calibration/params/reference-loadtest.toml), sigma an assumption; "
         "docs/sources.md §1 says containers 'boot in about one second': docs/explanation/calibration.md",
         doc="container start to ready, for a program that imports nothing heavy",

@@ -37,7 +37,7 @@ class EnvelopeParams:
     duration_s: float = param(60.0, ge=0, source=FIT, doc="the longest duration of a calibration run")
     copies: int = param(8, ge=0, source=FIT, doc="the most app copies of a calibration run")
     calls_per_s: float = param(1454.5454545454545, ge=0, source=FIT, doc="the most ideal calls/s of a calibration run")
-    backlog_s: float = param(69.0, ge=0, source=FIT, doc="the longest backlog (backlog_longest_s) the fit's runs had")
+    backlog_s: float = param(65.5, ge=0, source=FIT, doc="the longest backlog (backlog_longest_s) the fit's runs had")
     containers: int = param(16, ge=0, source=FIT, doc="the most containers (containers_peak) the fit's runs had")
 
 

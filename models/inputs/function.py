@@ -73,7 +73,7 @@ class LimitParams:
     )
     async_pending_cap: int = param(1_000_000, ge=0, source="docs/sources.md §1 limits table (1,000,000 queued)")
     start_rate: float = param(
-        533.0,
+        710.0,
         gt=0,
         source="undocumented (docs/sources.md §1: 'above about 200/s per Function, extra inputs wait'); "
         "fitted to docs/sources.md §1 (calibration/params/reference-loadtest.toml)",
@@ -82,8 +82,8 @@ class LimitParams:
     start_burst: float = param(
         17.6,
         ge=1,
-        source="undocumented; "
-        "fitted to docs/sources.md §1 (calibration/params/reference-loadtest.toml), not pinned down (profile 1 .. 141)",
+        source="undocumented; fitted by the fifo-start candidate of calibration.fit (docs/explanation/calibration.md), "
+        "not pinned down; the candidate kept (overhead) does not fit it and runs with this value",
     )
     start_ramp_per_s: float = param(
         0.0,

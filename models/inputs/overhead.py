@@ -42,12 +42,14 @@ _FITTED = (
 @dataclass(frozen=True)
 class OverheadParams:
     submit: Dist = param(
-        LogNormal(0.111, 0.3), source=_FITTED, doc="client → the Function's accept (the call in transit)"
+        LogNormal(0.0976, 0.3), source=_FITTED, doc="client → the Function's accept (the call in transit)"
     )
     dispatch: Dist = param(
         Constant(0.0), source=_ASSUMPTION, doc="started → work begins on the container (holds its container slot)"
     )
-    result: Dist = param(LogNormal(0.111, 0.3), source=_FITTED, doc="work done on the container → result at the caller")
+    result: Dist = param(
+        LogNormal(0.0976, 0.3), source=_FITTED, doc="work done on the container → result at the caller"
+    )
 
 
 def is_zero(d: Dist) -> bool:

@@ -85,16 +85,18 @@ class ServerParams:
         "0 = a constant hop",
     )
     container_cpu: float = param(
-        1.0,
+        0.0,
         ge=0,
-        source="@app.server(cpu=1) in the reference load test (docs/sources.md §1); 0 = CPU not modelled",
+        source="@app.server(cpu=1) in the reference load test (docs/sources.md §1); 0 (CPU not modelled) in the "
+        "candidate kept by calibration.fit (calibration/params/reference-loadtest.toml)",
         doc="cores per container serving the requests' CPU work (with cpu_per_request_s > 0)",
     )
     cpu_per_request_s: float = param(
-        0.00398,
+        0.0,
         ge=0,
-        source="not published; fitted to docs/sources.md §1 (calibration/params/reference-loadtest.toml), not pinned "
-        "down (profile 0.0002 .. 0.00398)",
+        source="not published; 0 in the candidate kept by calibration.fit "
+        "(calibration/params/reference-loadtest.toml); fitted by its server-cpu, fifo-start, gather and ramp-start "
+        "candidates",
         doc="core-seconds of CPU per request besides its sleep, served FCFS per container; 0 = none",
     )
 
