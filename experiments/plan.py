@@ -140,7 +140,7 @@ def verdict(o: Option, rate: float, p99: float, p50: float | None, headroom: flo
     errors = o.mean("errors_total")
     if errors > 0:
         misses.append(f"{errors:,.0f} errors ({o.binding})")
-    got = o.mean("calls_per_s")
+    got = o.mean("calls_served_per_s")  # the demand served, whenever back (an open loop's headline lags it)
     if got < 0.97 * rate:
         misses.append(f"{got:,.0f} calls/s of {rate:,.0f} ({o.binding})")
     if o.mean("added_latency_p99_s") > p99:

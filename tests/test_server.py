@@ -28,7 +28,9 @@ from sim.rng import Streams
 def proxy(max_concurrency: int = 0, cpu_per_request_s: float = 0.0) -> Proxy:
     """A proxy whose autoscaler stays out of the way (its first decision is in a million seconds), unless a request
     finds no container ready (then the pool scales from zero, as in a run)."""
-    sp = ServerParams(max_concurrency=max_concurrency, cpu_per_request_s=cpu_per_request_s, proxy_latency_s=0.001)
+    sp = ServerParams(
+        max_concurrency=max_concurrency, cpu_per_request_s=cpu_per_request_s, container_cpu=1.0, proxy_latency_s=0.001
+    )
     ap = AutoscalerParams(interval_s=1e6, cold_start=Constant(0.5), scaledown_window_s=2.0)
     return Proxy(Sim(), "server", sp, ap, Streams(0), CallLog(), lambda call: None)
 
@@ -175,6 +177,7 @@ POOLS = st.fixed_dictionaries(
         "clients.backoff_base_s": st.sampled_from(["0.05", "0.5"]),
         "server.max_concurrency": st.sampled_from([0, 0, 1, 4, 30]),
         "server.cpu_per_request_s": st.sampled_from(["0", "0.00398", "0.05"]),
+        "server.container_cpu": st.sampled_from(["1"]),  # one core, as @app.server(cpu=1)
         "server.proxy_sigma": st.sampled_from(["0", "0.3"]),
         "server.proxy_latency_s": st.sampled_from(["0", "0.005"]),
         "server.target_concurrency": st.sampled_from([1, 5, 1000]),

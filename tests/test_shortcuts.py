@@ -198,6 +198,7 @@ def load_tests(draw: st.DrawFn, **fixed: st.SearchStrategy) -> dict:
             "proxy_latency_s": draw(st.floats(0.0, 0.05)),
             "proxy_sigma": draw(st.sampled_from([0.0, 0.3, 1.0])),
             "cpu_per_request_s": draw(st.sampled_from([0.0, 0.002, 0.05])),
+            "container_cpu": 1.0,
         }
     return tree
 

@@ -40,8 +40,9 @@ def test_the_general_path_and_the_shortcuts_agree_under_a_binding_cap():
 
 
 def test_the_cap_binds_the_web_servers_pool():
-    free, _ = run("loadtest-server", "duration_s=20")
-    capped, series = run("loadtest-server", "duration_s=20", "workspace.max_containers=5")
+    cpu = "server.container_cpu=1", "server.cpu_per_request_s=0.004"  # the server-cpu candidate: CPU a request
+    free, _ = run("loadtest-server", "duration_s=60", *cpu)
+    capped, series = run("loadtest-server", "duration_s=60", *cpu, "workspace.max_containers=5")
     assert free["containers_peak"] > 5
     assert capped["containers_peak"] == 5 and max(series["containers"]) == 5
     assert capped["calls_per_s"] < free["calls_per_s"]

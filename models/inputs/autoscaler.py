@@ -3,7 +3,8 @@
 Every ``interval_s`` (at a random phase) the autoscaler compares the containers it has (starting or ready) with
 the number its owner wants (a Function: inputs in the system ÷ target_inputs; an HTTP server: recent
 concurrency ÷ target_concurrency), plus ``buffer_containers``, within [min_containers, max_containers]. It adds
-at most ``scaleup_step`` containers per decision (0: no cap), and no more than its launch bucket allows
+at most ``scaleup_step`` containers per decision (0: no cap) beyond those it keeps warm (``min_containers``, added
+at once), and no more than its launch bucket allows
 (``launch_rate_per_s`` after ``launch_burst`` at once: containers are placed on workers, not conjured; the rest at
 the next decisions); each becomes ready after a cold start drawn from ``cold_start`` (or, with ``program``, from
 the container-start model of models/coldstart.py). A container idle
@@ -317,7 +318,8 @@ class ContainerPool:
             want = min(want, p.max_containers)
         if want > self.size:
             add = want - self.size
-            add = min(p.scaleup_step, add) if p.scaleup_step else add
+            if p.scaleup_step:  # the step caps the growth with demand, not the containers kept warm (min_containers)
+                add = max(min(p.scaleup_step, add), p.min_containers - self.size)
             if self.workspace is not None:
                 add = self.workspace.admit(self.sim.now, add, self._launches)
             elif self._launches is not None:

@@ -237,6 +237,7 @@ class CallSummary:
             "calls_issued": n["calls_issued"],
             "calls_completed": n["calls_completed"],
             "calls_in_flight": n["calls_in_flight"],
+            "calls_served_per_s": n["calls"] / span,
         }
 
 
@@ -314,5 +315,12 @@ CALL_METRICS = (
         Metric("calls_issued", "calls", "sum", "calls issued over the whole run"),
         Metric("calls_completed", "calls", "sum", "calls back successfully over the whole run"),
         Metric("calls_in_flight", "calls", "sum", "calls never back by the run's end"),
+        Metric(
+            "calls_served_per_s",
+            "calls/s",
+            "sum",
+            "`calls` ÷ the window's span: the calls issued in the window served, whenever back (the reference load "
+            "test's rule, `calls_per_s` of a closed loop); what a capacity answer checks a demand is sustained by",
+        ),
     )
 )
