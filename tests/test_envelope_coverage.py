@@ -4,7 +4,8 @@ every model of its plausible set, run on the way it was not fitted to, gives fig
 (docs/explanation/calibration.md, "Leave one way out").
 
 A file's plausible set holds tens of models; CI runs ``DEFAULT_MODELS`` of each, drawn with a fixed seed, and
-``SCALESIM_COVERAGE_MODELS=N`` runs N (0: all of them)."""
+``SCALESIM_COVERAGE_MODELS=N`` runs N (0: all of them). With all of them spawn's file fails (a model at 751 calls/s
+above the range's 721: docs/explanation/calibration.md, "Leave one way out"), a known gap of the envelope."""
 
 from __future__ import annotations
 
