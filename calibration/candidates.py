@@ -9,15 +9,13 @@ built yet) or whose switches it rejects is reported as skipped, with the reason,
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from experiments.cli import load_scenario
 from models.inputs.loadtest import Scenario
-from sim.scenario import ScenarioError, schema_keys
+from sim.scenario import ScenarioError, leading_number, schema_keys
 
-NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 COLD_START_SIGMA = 0.3  # assumption: the shape of the cold-start distribution (lognormal sigma)
 
 
@@ -41,8 +39,7 @@ class Free:
         for s in settings:
             key, _, text = s.partition("=")
             if key == self.key:
-                m = NUMBER.search(text)
-                return float(m.group()) if m else None
+                return leading_number(text)
         return None
 
     def setting(self, x: float) -> list[str]:

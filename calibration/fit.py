@@ -311,7 +311,7 @@ def _write_folds(args, cvs: dict, best: Fit, seeds: list[int], cmd: str, extra_r
     """The kept candidate's folds as leave-out-WAY.toml beside ``--out``, each with its plausible models (the
     fold's own, its unfitted parameters at the ends of their ranges, and the alternatives' folds of that way)."""
     cv = cvs[best.candidate.name]
-    alts = [c for c in crossval.chosen(list(cvs.values()))[1]]
+    alts = crossval.chosen(list(cvs.values()))[1]
     points = QUICK_PROFILE if args.quick else args.profile_points
     with Runner(args.jobs) as runner:
         for fo in cv.folds.values():

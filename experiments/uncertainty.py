@@ -24,7 +24,6 @@ the least and the greatest over every run: parameter and structural uncertainty 
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -34,7 +33,7 @@ from experiments.cli import cap_jobs, load_scenario, process_pool, run_scenario
 from models.inputs.approaches import APPROACHES
 from models.inputs.function import ASYNC, SYNC
 from sim import files
-from sim.scenario import ScenarioError
+from sim.scenario import ScenarioError, leading_number
 
 SHIPPED = Path(__file__).resolve().parent.parent / "calibration" / "params" / "reference-loadtest.plausible.json"
 
@@ -90,17 +89,13 @@ def unread(approach: str) -> Callable[[str], bool]:
     return lambda setting: setting.partition("=")[0].partition(".")[0] in others
 
 
-NUMBER = re.compile(r"^\s*(?:[a-z_]+\(\s*)?([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
-
-
 def value(model: list[str], key: str) -> float | None:
     """``key``'s value in a model: a number, or a distribution's first parameter (a lognormal's median, a constant's
     value); None for a switch or a key the model does not set."""
     for s in model:
         k, _, v = s.partition("=")
         if k == key:
-            m = NUMBER.match(v)
-            return float(m.group(1)) if m and v.strip().lower() not in ("true", "false") else None
+            return leading_number(v)
     return None
 
 

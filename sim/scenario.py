@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import tomllib
 import typing
 from dataclasses import dataclass
@@ -67,6 +68,16 @@ def with_sections(base: type, sections: dict[str, type], name: str) -> type:
     schema.__module__ = base.__module__
     schema.__doc__ = base.__doc__
     return schema
+
+
+LEADING_NUMBER = re.compile(r"^\s*(?:[a-z_]+\(\s*)?([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+
+
+def leading_number(text: str) -> float | None:
+    """A ``--set`` value's number: the value itself, or a distribution's first parameter (a lognormal's median, a
+    constant's value); None for a switch or a word."""
+    m = LEADING_NUMBER.match(text)
+    return float(m.group(1)) if m else None
 
 
 def parse_value(text: str, where: str = "--set") -> Any:
