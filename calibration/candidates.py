@@ -144,6 +144,9 @@ START_RAMP = Free(
 # A scale-from-zero decision that waits a short window for the inputs the network legs spread out (models/inputs/
 # autoscaler.py ``gather_s``).
 GATHER = Free("gather_s", "autoscaler.gather_s", 0.01, 5.0, 0.3, (0.1, 1.0))
+# Containers added per decision at most (models/inputs/autoscaler.py ``scaleup_step``; undocumented, as a
+# Kubernetes HPA's scale-up policy caps pods added per period): an integer, searched on a log scale.
+STEP = Free("scaleup_step", "autoscaler.scaleup_step", 1.0, 64.0, 4.0, (2.0, 8.0), fmt="{:.0f}")
 # Where a ramp carries the rate up, the base rate starts near the doc's "about 200/s" (docs/sources.md §1);
 # a smaller grid.
 SERVER_CPU_FIT = replace(SERVER_CPU, grid=())
@@ -222,6 +225,12 @@ CANDIDATES: tuple[Candidate, ...] = (
         "fifo-start + a start rate that ramps up while a backlog persists, to a ceiling, and falls back as fast",
         switches(**CPU_1, **WHOLE_BACKLOG),
         (RAMP_BASE, replace(START_BURST, grid=()), START_RAMP, INTERVAL, COLD_MEDIAN, HALF_RTT, SERVER_CPU_FIT),
+    ),
+    Candidate(
+        "step-cap",
+        "overhead + a fitted cap on the containers added per decision, sized to what the start limit can start",
+        switches(autoscaler__size_to="startable"),
+        (START_RATE, INTERVAL, COLD_MEDIAN, HALF_RTT, STEP),
     ),
 )
 

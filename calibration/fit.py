@@ -34,7 +34,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from calibration import crossval, report, sources
+from calibration import crossval, plausible, report, sources
 from calibration.candidates import Candidate, by_name, with_range
 from calibration.coldstart import COLDSTART_OUT, COLDSTART_RATIO, COLDSTART_REFERENCE, fit_coldstart
 from calibration.envelope import envelope
@@ -301,6 +301,7 @@ def _loadtest(
         report.write_settings(args.out, [*best.settings, *bounds], comments, "loadtest-spawn")
         alts = report.alternatives(fits, cvs)
         side = report.write_plausible(Path(args.out), fits, best, cmd, alts)
+        plausible.annotate(side, args.jobs, seeds, extra_runs)
         print(f"\nwrote {args.out} and {side}")
         if cvs:
             _write_folds(args, cvs, best, seeds, cmd, extra_runs)
@@ -336,6 +337,7 @@ def _write_folds(args, cvs: dict, best: Fit, seeds: list[int], cmd: str, extra_r
         report.write_settings(path, [*fo.fit.settings, *bounds], comments, "loadtest-spawn")
         others = [c.folds[way].fit for c in alts]
         side = report.write_plausible(path, [fo.fit], fo.fit, cmd, others, fo.unread)
+        plausible.annotate(side, args.jobs, seeds, extra_runs)
         print(f"wrote {path} and {side}")
 
 

@@ -300,15 +300,14 @@ def _plausible(params: list[str], schema: type) -> Callable[[Point], list[list[t
     the params: experiments/uncertainty.py), as the point's approach reads them."""
     if schema is not MODELS["function"].schema:
         raise ScenarioError("--uncertainty: only the load-test model has plausible models")
-    kept, models, always = uncertainty.load(uncertainty.plausible_file(list(params)))
+    plausible = uncertainty.load(uncertainty.plausible_file(list(params)))
 
     def of(point: Point) -> list[list[tuple[str, Any]]]:
         try:
             sc = build_scenario(*point.tree())
         except ScenarioError:
             return []  # the point's own row says why it does not build
-        skip = uncertainty.unread(sc.approach)
-        chosen = uncertainty.envelope(kept, models, skip, always, uncertainty.assumed(sc))[1:]
+        chosen = plausible.envelope(sc)[1:]
         return [[(k.strip(), parse_value(v.strip())) for k, _, v in (x.partition("=") for x in m)] for m in chosen]
 
     return of

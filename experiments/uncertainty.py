@@ -12,20 +12,27 @@ spawn or remote test, ``batching.*``: models/inputs/approaches/*.py ``sections``
 out of every model, and models that coincide on every key left are one model. Of the plausible models a run takes
 the *envelope*: the kept fit; for each calibrated key it reads (a number, or a distribution's median), the plausible
 model with its least and the one with its greatest value (a model already taken wins a tie), so that every direction
-the data leave open is tried at its extremes; every ``alternative`` and ``unread`` model; and the assumptions no fit
-reads (``ASSUMED``: the accept bursts over their ranges, the modal client's answer to a refusal), each as the kept
-model with that one setting. Every model runs at the user's seed and the n − 1 after it (the scenario's own keys on
-top: a key the user sets wins over the model's): common random numbers (the same streams for every model, so a
-model's difference from the kept one is its parameters', not its draws'), and each model's own seed-to-seed spread.
-The user's own run is the kept model at its seed (the defaults being the kept fit), and runs that are the same
-scenario at the same seed run once. A figure's central value is the kept model's mean over its seeds; its range is
-the least and the greatest over every run: parameter and structural uncertainty and run-to-run noise together.
+the data leave open is tried at its extremes; for each figure of the reference way nearest the question (its
+approach, with one app copy or several: ``Plausible.nearest``), the models that gave its least and its greatest value
+there (recorded per seed by calibration/plausible.py), since a model between two parameters' extremes can give a
+figure beyond both; every ``alternative`` and ``unread`` model; and the assumptions no fit reads (``ASSUMED``: the
+accept bursts over their ranges, the modal client's answer to a refusal), each as the kept model with that one
+setting. On a reference way itself at the recorded seeds, the range so holds every plausible model's figures; away
+from it, the models that bound them there stand in for the rest. Every model runs at the user's seed and the n − 1
+after it (the scenario's own keys on top: a key the user sets wins over the model's): common random numbers (the
+same streams for every model, so a model's difference from the kept one is its parameters', not its draws'), and
+each model's own seed-to-seed spread. The user's own run is the kept model at its seed (the defaults being the kept
+fit), and runs that are the same scenario at the same seed run once. A figure's central value is the kept model's
+mean over its seeds; its range is the least and the greatest over every run: parameter and structural uncertainty
+and run-to-run noise together.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,16 +77,47 @@ def assumed(sc: Any) -> list[str]:
     return out
 
 
-def load(path: Path) -> tuple[list[str], list[list[str]], list[list[str]]]:
-    """(the kept model's settings, every plausible model's settings, the models every envelope takes: the structural
-    alternatives and the unread parameters' extremes) from a plausible-models file."""
+@dataclass(frozen=True)
+class Plausible:
+    """A plausible-models file: the kept model's settings, every plausible model's settings, the models every
+    envelope takes (the structural alternatives and the unread parameters' extremes), and, where the file records
+    them (calibration/plausible.py), each model's figures on the reference ways (way → figure → a value per seed)
+    and what each way runs (its approach and app copies)."""
+
+    path: Path
+    kept: list[str]
+    models: list[list[str]]
+    always: list[list[str]]
+    figures: list[dict]
+    ways: dict[str, dict]
+
+    def nearest(self, sc: Any) -> list[str]:
+        """The recorded ways nearest ``sc``: those of its approach with app copies as it has them (one or several),
+        else those of its approach, else every one."""
+        ways = self.ways
+        same = [w for w, d in ways.items() if d.get("approach") == sc.approach]
+        alike = [w for w in same if (ways[w].get("copies", 1) > 1) == (sc.function.copies > 1)]
+        return alike or same or list(ways)
+
+    def envelope(self, sc: Any) -> list[list[str]]:
+        """The envelope of the models for the scenario ``sc`` (``envelope``): the settings it reads, the figures
+        of its nearest reference ways, the assumptions it reads."""
+        ways = self.nearest(sc)
+        figs = [{f"{w}.{k}": v for w in ways for k, v in f.get(w, {}).items()} for f in self.figures]
+        return envelope(self.kept, self.models, unread(sc.approach), self.always, assumed(sc), figs)
+
+
+def load(path: Path) -> Plausible:
+    """A plausible-models file (calibration/report.py writes it, calibration/plausible.py adds the figures)."""
     try:
         doc = files.read_json(path, "a plausible-models file")
         kept, models = list(doc["kept"]["settings"]), [list(m["settings"]) for m in doc["models"]]
         always = [list(m["settings"]) for m in doc["models"] if m.get("alternative") or m.get("unread")]
+        figures = [dict(m.get("figures") or {}) for m in doc["models"]]
+        ways = {str(w): dict(d) for w, d in (doc.get("figures_of") or {}).get("ways", {}).items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ScenarioError(f"{path}: not a plausible-models file ({type(e).__name__}: {e})") from None
-    return kept, models, always
+    return Plausible(path, kept, models, always, figures, ways)
 
 
 def unread(approach: str) -> Callable[[str], bool]:
@@ -105,29 +143,40 @@ def envelope(
     skip: Callable[[str], bool] | None = None,
     always: list[list[str]] = (),
     extra: list[str] = (),
+    figures: list[dict] | None = None,
 ) -> list[list[str]]:
-    """The kept model, then for each calibrated key the models with its least and greatest value, then every model
-    of ``always`` and the kept model with each setting of ``extra`` (``assumed``), each once: the settings ``skip``
-    says are not read are left out of every model first, and models then alike are one model."""
+    """The kept model, then for each calibrated key the models with its least and greatest value, then for each
+    figure of ``figures`` (one dict per model: figure → its values, one per seed) the models that give its least and
+    its greatest value, then every model of ``always`` and the kept model with each setting of ``extra``
+    (``assumed``), each once: the settings ``skip`` says are not read are left out of every model first, and models
+    then alike are one model."""
 
     def read(model: list[str]) -> list[str]:
         return [s for s in model if skip is None or not skip(s)]
 
     kept, models = read(kept), [read(m) for m in models]
-    keys = [s.partition("=")[0] for s in kept if value(kept, s.partition("=")[0]) is not None]
     chosen = [kept]
-    for key in keys:
-        ranked = [m for m in models if value(m, key) is not None]
+
+    def take(ranked: list[tuple[float, list[str]]]) -> None:
         for pick in (min, max):
             if ranked:
-                best = value(pick(ranked, key=lambda m: value(m, key)), key)
-                ties = [m for m in [*chosen, *ranked] if value(m, key) == best]  # one already taken wins a tie
-                if ties[0] not in chosen:
-                    chosen.append(ties[0])
+                best = pick(x for x, _ in ranked)
+                tied = [m for x, m in ranked if x == best]
+                if not any(m in chosen for m in tied):  # one already taken wins a tie
+                    chosen.append(tied[0])
+
+    for key in [s.partition("=")[0] for s in kept if value(kept, s.partition("=")[0]) is not None]:
+        take([(x, m) for m in [*chosen, *models] if (x := value(m, key)) is not None])
+    for name in dict.fromkeys(k for f in figures or () for k in f):
+        take([(x, m) for m, f in zip(models, figures, strict=True) for x in f.get(name) or () if _finite(x)])
     for m in [*(read(m) for m in always), *(with_setting(kept, x) for x in extra)]:
         if m not in chosen:
             chosen.append(m)
     return chosen
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def with_setting(model: list[str], setting: str) -> list[str]:
@@ -151,8 +200,8 @@ def ranges(
     if sc.model != "function":
         raise ScenarioError(f"--uncertainty: only the load-test model has plausible models, not {sc.model!r}")
     path = plausible_file(params)
-    kept, models, always = load(path)
-    chosen = envelope(kept, models, unread(sc.approach), always, assumed(sc))
+    plausible = load(path)
+    chosen = plausible.envelope(sc)
     own = (scenario, list(sets), params, seed)
     wanted = [own] + [(scenario, [*m, *sets], params, seed + i) for m in chosen for i in range(seeds)]
     # the same scenario at the same seed is the same run (reproducible): each runs once
@@ -175,5 +224,5 @@ def ranges(
         central = [r[k] for r in runs[:seeds] if isinstance(r.get(k), (int, float))]
         if values and central:
             out[k] = {"central": statistics.fmean(central), "low": min(values), "high": max(values)}
-    doc = {"file": str(path), "models": len(chosen), "of": len(models), "seeds": seeds, "runs": len(work)}
+    doc = {"file": str(path), "models": len(chosen), "of": len(plausible.models), "seeds": seeds, "runs": len(work)}
     return mine, {**doc, "ranges": out}

@@ -112,7 +112,15 @@ def test_an_unknown_candidate_key_is_reported_not_a_crash(capsys):
 
 
 def test_candidates_are_named_uniquely_and_an_unknown_name_is_an_error():
-    assert [c.name for c in CANDIDATES] == ["baseline", "overhead", "server-cpu", "fifo-start", "gather", "ramp-start"]
+    assert [c.name for c in CANDIDATES] == [
+        "baseline",
+        "overhead",
+        "server-cpu",
+        "fifo-start",
+        "gather",
+        "ramp-start",
+        "step-cap",
+    ]
     assert [c.name for c in by_name(["ramp-start", "baseline", "ramp-start"])] == ["ramp-start", "baseline"]
     with pytest.raises(ValueError, match="nope"):
         by_name(["nope"])

@@ -38,7 +38,7 @@ def envelope(way: str) -> dict:
 
 
 def sample(way: str) -> list[list[str]]:
-    _, models, _ = uncertainty.load(uncertainty.plausible_file([str(leave_out(way))]))
+    models = uncertainty.load(uncertainty.plausible_file([str(leave_out(way))])).models
     n = int(os.environ.get("SCALESIM_COVERAGE_MODELS", DEFAULT_MODELS))
     return models if n <= 0 or n >= len(models) else random.Random(f"coverage-{way}").sample(models, n)
 

@@ -170,3 +170,47 @@ def test_a_capacity_answer_that_fails_under_a_plausible_model_says_so(tmp_path, 
     u = json.loads(capsys.readouterr().out)["uncertainty"]
     # the queue of the one-input model grows: its p99, the range's worst end, is over the limit
     assert u["holds"] is False and u["ranges"]["added_latency_p99_s"]["high"] > 1 and u["why"].startswith("p99")
+
+
+def test_the_envelope_takes_the_models_that_bound_each_recorded_figure():
+    kept = ["a=2", "b=10"]
+    # the third model sits between the parameters' extremes and gives the greatest calls/s of all
+    models = [kept, ["a=1", "b=8"], ["a=1.5", "b=9"], ["a=3", "b=12"]]
+    figures = [{"w.calls": [5, 6]}, {"w.calls": [4, 5]}, {"w.calls": [7, 9]}, {"w.calls": [3, float("nan")]}]
+    assert uncertainty.envelope(kept, models) == [kept, models[1], models[3]]
+    assert uncertainty.envelope(kept, models, figures=figures) == [kept, models[1], models[3], models[2]]
+    # a figure's extreme that a model already taken gives adds nothing; a model without the figure is passed over
+    figures[2] = {}
+    assert uncertainty.envelope(kept, models, figures=figures) == [kept, models[1], models[3]]
+
+
+def test_a_question_takes_the_figures_of_its_nearest_reference_way(tmp_path):
+    ways = {"spawn": {"approach": "spawn", "copies": 1}, "copies": {"approach": "remote", "copies": 8}}
+    p = uncertainty.Plausible(tmp_path, [], [], [], [], ways)
+    scenario = run.load_scenario
+    assert p.nearest(scenario("loadtest-spawn", [], [])) == ["spawn"]
+    assert p.nearest(scenario("loadtest-copies", [], [])) == ["copies"]
+    assert p.nearest(scenario("loadtest-remote", [], [])) == ["copies"]  # remote on one copy: the same approach
+    assert p.nearest(scenario("loadtest-batching", [], [])) == ["spawn", "copies"]  # no batching way: every one
+
+
+def test_the_plausible_models_figures_are_recorded_and_bound_the_range(tmp_path, capsys):
+    from calibration import plausible
+
+    rates = [["limits.start_rate=710"], ["limits.start_rate=300"]]
+    params = models_file(tmp_path, rates[0], rates)
+    side = tmp_path / "fit.plausible.json"
+    assert plausible.main([str(side), "--seeds", "1", "--jobs", "1"]) == 0
+    doc = json.loads(side.read_text())
+    assert doc["figures_of"]["seeds"] == [0] and doc["figures_of"]["ways"]["copies"] == {
+        "approach": "remote",
+        "copies": 8,
+    }
+    spawn = [m["figures"]["spawn"]["calls_per_s"][0] for m in doc["models"]]
+    # the same run as the simulator's own, and the start rate moves spawn's calls/s
+    alone = run.run_scenario(run.load_scenario("loadtest-spawn", rates[1], []), seed=0)
+    assert spawn[1] == pytest.approx(alone["calls_per_s"], rel=1e-5) and spawn[0] > spawn[1]
+    _, u = uncertainty.ranges("loadtest-spawn", [], [str(params)], 1, 1)
+    assert u["ranges"]["calls_per_s"]["low"] <= spawn[1] and u["ranges"]["calls_per_s"]["high"] >= spawn[0]
+    assert plausible.main([str(tmp_path / "nothing.json")]) == 2
+    assert "not a plausible-models file" in capsys.readouterr().err
