@@ -435,14 +435,18 @@ CALL_COLUMNS = ("client", "issued", "started", "finished", "work", "items", "kin
 
 
 def calls_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Rows as the trace's calls table, in issue order."""
+    """Rows as the trace's calls table, in issue order; a call that never came back (no error, ``finished`` NaN:
+    cancelled when the drain ended) is of kind ``unfinished``, never a success."""
     import pandas as pd
+
+    from calibration.trace import UNFINISHED
 
     cols = [*CALL_COLUMNS, "container", "ended"]
     table = pd.DataFrame(rows, columns=cols)
     table = table.astype({"client": "int64", "items": "int64", "attempts": "int64", "initial": "bool"})
     table["container"] = table["container"].astype(object)
     table["kind"] = table["kind"].astype(object)
+    table.loc[(table["kind"] == "") & table["finished"].isna(), "kind"] = UNFINISHED
     return table.sort_values(["issued", "client"], kind="stable", ignore_index=True)
 
 

@@ -131,6 +131,8 @@ def trace_targets(tr: trace.Trace, seed: int = 0, name: str | None = None) -> tu
     n = len(table)
     if n == 0:
         raise ScenarioError(f"{tr.path}: the trace holds no calls")
+    if not table["finished"].notna().any():
+        raise ScenarioError(f"{tr.path}: no call came back (every 'finished' is NaN): not a measurement to fit")
     draws: dict[str, list[float]] = {k: [] for k in STATISTICS}
     for _ in range(RESAMPLES):
         resampled = trace.statistics(table.iloc[rng.integers(0, n, n)], window)

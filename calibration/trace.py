@@ -6,7 +6,8 @@ A trace is a directory holding ``manifest.json`` and one Parquet table:
   ``client`` (int), ``issued`` (first attempt), ``started`` (began on a container; NaN: unknown or never),
   ``finished`` (back at the caller, success or final failure; NaN: never back), ``work`` (the call's own work, s),
   ``items`` (calls carried, 1 unless batched), ``kind`` (``""``: success, else the error kind: one of
-  models/inputs/summary.py ``ERROR_KINDS`` or ``"other"``), ``attempts`` (tries), ``initial`` (in flight at the
+  models/inputs/summary.py ``ERROR_KINDS``, ``"other"``, or ``"unfinished"``: never back before the drain ended,
+  ``finished`` NaN), ``attempts`` (tries), ``initial`` (in flight at the
   start), and optionally ``container`` (the container that ran it: ``MODAL_TASK_ID``; ``""`` unknown) and ``ended``
   (its work ended on the container). Times are seconds from the run's start, on the caller's clock; the remote side's
   times are aligned to it by the manifest's ``clock_offset_s``.
@@ -42,8 +43,9 @@ from sim import files
 from sim.scenario import ScenarioError
 
 MANIFEST = "manifest.json"
+UNFINISHED = "unfinished"  # a call that never came back before the run ended (the caller cancelled it)
 TABLES = {"calls": "calls.parquet", "sandboxes": "sandboxes.parquet", "starts": "starts.parquet"}
-KINDS = ("", *ERROR_KINDS, "other")
+KINDS = ("", *ERROR_KINDS, "other", UNFINISHED)
 # column -> (dtype family, required)
 COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
     "calls": {

@@ -278,3 +278,31 @@ def test_a_parameter_file_run_would_reject_is_never_written(tmp_path):
     assert not out.exists() and list(tmp_path.iterdir()) == []  # nor the file it was checked as
     write_settings(out, ["autoscaler.cold_start=constant(3)"], ["a constant"], "loadtest-spawn")
     assert load_scenario("loadtest-spawn", [], [str(out)]).autoscaler.cold_start.mean == 3.0
+
+
+def test_calls_that_never_came_back_are_unfinished_and_no_trace_of_them_is_fitted(tmp_path, capsys):
+    """A call cancelled when the drain ended is of kind ``unfinished``, never a success; a run whose calls did not
+    come back is not a measurement (calibration/ways/loadtest.py ``unmeasured``), and the fit refuses its trace."""
+    from calibration.callers import _row, calls_table
+    from calibration.ways.loadtest import UNFINISHED_SHARE, unmeasured
+
+    rows = [_row(0, float(i), [1.0], True) for i in range(200)]
+    for r in rows[:150]:
+        r["finished"] = r["issued"] + 1.0
+    table = calls_table(rows)
+    assert (table["kind"] == trace.UNFINISHED).sum() == 50 and (table["kind"] == "").sum() == 150
+    assert "50 of 200 calls never came back" in unmeasured(table, drained=True)
+    assert unmeasured(table, drained=False) is None  # a drain shorter than the work: cut off, and said so
+    few = table.copy()
+    few.loc[few["kind"] == trace.UNFINISHED, "kind"] = ""
+    few.loc[: int(UNFINISHED_SHARE * 200) - 1, "kind"] = trace.UNFINISHED
+    assert unmeasured(few, drained=True) is None
+    none_back = calls_table([_row(0, 0.0, [1.0], True), _row(1, 0.0, [1.0], True)])
+    assert "none of the 2 calls came back" in unmeasured(none_back, drained=True)
+    failed = table.assign(kind="other", finished=1.0)
+    assert "none of the 200 calls succeeded (other 200" in unmeasured(failed, drained=True)
+    manifest = {"kind": "calls", "what": "spawn", "source": "modal", "window": [0, 60],
+                "scenario": {"preset": "loadtest-spawn", "set": {}}}  # fmt: skip
+    path = trace.write(tmp_path / "t", manifest, none_back.drop(columns=["container", "ended"]))
+    assert fit_main([str(path), "--quick", "--seeds", "1"]) == 2
+    assert "no call came back" in capsys.readouterr().err

@@ -51,7 +51,8 @@ def test_a_run_deploys_drives_traces_and_stops_through_the_real_client(standin, 
     )
     assert r.returncode == 0, r.stderr
     calls = pd.read_parquet(tmp_path / what / "calls.parquet")
-    done = calls[calls["kind"].fillna("") == ""]
+    assert (calls["kind"] != "unfinished").all() and calls["finished"].notna().all()  # every call came back
+    done = calls[calls["kind"] == ""]
     assert len(done) >= 20  # 2 clients × 10 in flight, each call back at least once
     assert done["container"].str.startswith("ta-standin").all()  # ran in the stand-in's containers
     assert (done["finished"] >= done["issued"]).all()
@@ -234,7 +235,7 @@ def test_the_plan_runs_its_design_through_the_client_resumes_and_fits_as_distinc
     assert r.returncode == 0, r.stderr
     for run in DESIGN:
         calls = pd.read_parquet(tmp_path / run.name / "spawn" / "calls.parquet")
-        assert (calls["kind"].fillna("") == "").sum() >= 2, run.name
+        assert (calls["kind"] == "").sum() >= 2 and calls["finished"].notna().all(), run.name
         assert not app_exists(standin, f"scalesim-cal-spawn-t-plan-{run.name}")
     again = cal(standin, *argv)
     assert again.returncode == 0 and again.stdout.count("done (its trace") == len(DESIGN), again.stdout
@@ -249,3 +250,51 @@ def test_the_plan_runs_its_design_through_the_client_resumes_and_fits_as_distinc
     low, high = recovery.resolved(profile)
     assert profile.pinned and low <= truth.start_rate <= high, (rate, low, high)  # parameter recovery
     assert truth.cold_start_s <= found["cold_start_median_s"][0] < truth.cold_start_s + 1  # the floor + a start
+
+
+BROKEN_APP = """
+import sys
+
+import modal
+
+app = modal.App("t-broken")
+# the container's interpreter cannot start: it dies before it can say why (as one that cannot import modal does)
+image = modal.Image.debian_slim().env({"PYTHONHOME": "/nonexistent"})
+
+
+@app.function(image=image, serialized=True)
+def f(x):
+    return x
+
+
+if __name__ == "__main__":
+    app.deploy()
+    try:
+        modal.Function.from_name("t-broken", "f").remote(1)
+    except Exception as e:
+        print(f"{type(e).__name__}: {e}")
+        sys.exit(0)
+    sys.exit(5)
+"""
+
+
+def test_a_container_that_dies_before_it_is_ready_fails_its_inputs_and_says_why(standin, tmp_path: Path) -> None:
+    """Not a silent restart loop: the caller's input fails with the container's exit and the tail of its stderr,
+    and the stand-in's log says it in one line a container."""
+    app = tmp_path / "broken.py"
+    app.write_text(BROKEN_APP)
+    r = subprocess.run([sys.executable, str(app)], env=standin.env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "before it was ready" in r.stdout and "exited with code" in r.stdout, r.stdout
+    lines = [x for x in standin.log.read_text().splitlines() if "of f failed to start" in x]
+    assert lines and all("before it was ready" in x for x in lines)
+
+
+def test_the_project_hides_only_its_own_source_from_a_container() -> None:
+    from calibration.standin.container import hidden
+
+    interpreter = ("/src/proj/.venv",)
+    assert hidden("/src/proj", "/src/proj", interpreter) and hidden("/src/proj/calibration", "/src/proj", interpreter)
+    assert not hidden("/src/proj/.venv/lib/python3.11/site-packages", "/src/proj", interpreter)  # a venv inside
+    assert not hidden("/src/proj2/lib", "/src/proj", interpreter)  # beside it, a name that starts the same
+    assert not hidden("/usr/lib/python3.11", "/src/proj", interpreter) and not hidden("/src/proj", "", interpreter)

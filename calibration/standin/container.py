@@ -30,12 +30,25 @@ import traceback
 from typing import Any
 
 
+def hidden(entry: str, project: str, interpreter: tuple[str, ...]) -> bool:
+    """Whether a ``sys.path`` entry is the project's own source: strictly under the project's folder (a folder
+    beside it whose name starts the same is not) and not the interpreter's (a virtual environment inside the
+    checkout holds the image's packages: modal among them)."""
+
+    def under(path: str, folder: str) -> bool:
+        return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+    path = os.path.abspath(entry)
+    return bool(project) and under(path, project) and not any(under(path, p) for p in interpreter)
+
+
 def isolate(root: str) -> None:
     """The container's path: its mounted source first; the project's editable install taken off (its finder and
-    any path entry under the project's folder, ``SCALESIM_STANDIN_HIDE``)."""
-    hide = os.environ.get("SCALESIM_STANDIN_HIDE", "")
+    any path entry of the project's source, ``SCALESIM_STANDIN_HIDE``: ``hidden``)."""
+    project = os.path.abspath(os.environ["SCALESIM_STANDIN_HIDE"]) if os.environ.get("SCALESIM_STANDIN_HIDE") else ""
+    interpreter = tuple(dict.fromkeys(os.path.abspath(p) for p in (sys.prefix, sys.exec_prefix)))
     sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in getattr(f, "__module__", "")]
-    sys.path[:] = [p for p in sys.path if p and not (hide and os.path.abspath(p).startswith(hide))]
+    sys.path[:] = [p for p in sys.path if p and not hidden(p, project, interpreter)]
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p) != here]
     sys.path.insert(0, root)
@@ -91,7 +104,13 @@ async def serve(fd: int, spec: dict[str, Any]) -> None:
             writer.write(len(data).to_bytes(4, "big") + data)
             await writer.drain()
 
-    try:
+    try:  # a container that cannot boot (modal missing from its path) or load the Function says so, then exits
+        isolate(spec["root"])
+        import modal._partial_function  # noqa: F401  # the runtime boots (the platform's part of the cold start)
+
+        await asyncio.sleep(max(0.0, spec.get("not_before", 0.0) - time.time()))  # then the user's: import, enter
+        if spec.get("server_port"):
+            map_port(spec["server_port"], spec["local_port"])
         methods, instance = await load(spec)
     except BaseException as e:
         await send({"op": "failed", "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()})
@@ -148,12 +167,6 @@ def main() -> None:
     import json
 
     fd, spec = int(sys.argv[1]), json.loads(sys.argv[2])
-    isolate(spec["root"])
-    import modal._partial_function  # noqa: F401  # the runtime boots (the platform's part of the cold start)
-
-    time.sleep(max(0.0, spec.get("not_before", 0.0) - time.time()))  # then the user's part: import, enter
-    if spec.get("server_port"):
-        map_port(spec["server_port"], spec["local_port"])
     asyncio.run(serve(fd, spec))
 
 

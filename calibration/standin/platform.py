@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 CONTAINER_SCRIPT = Path(__file__).resolve().parent / "container.py"
+STDERR_LINES = 20  # a container's last stderr lines kept, to say why it died
 PROJECT = Path(__file__).resolve().parents[2]  # hidden from containers: they see only what an app ships
 PARAMS = Path(__file__).resolve().parent / "params.toml"
 SYNC, ASYNC = "sync", "async"
@@ -180,6 +181,9 @@ class Container:
         self.local_port = 0
         self.proxied = 0  # requests in flight from the proxy (servers)
         self.launched = time.monotonic()
+        self.stderr: list[str] = []  # the last lines it wrote to stderr (when the platform is quiet)
+        self.was_ready = False
+        self.stopping = False  # the platform stops it (scale-down, shutdown): an exit that is no failure
         self.task = asyncio.create_task(self._run())
 
     @property
@@ -208,15 +212,18 @@ class Container:
             stderr=asyncio.subprocess.PIPE if self.fn.platform.quiet else None,
         )
         theirs.close()
+        errors = asyncio.create_task(self._stderr_tail()) if self.proc.stderr else None
         self.reader, self.writer = await asyncio.open_connection(sock=mine)
+        failed = False
         try:
             while True:
                 head = await self.reader.readexactly(4)
                 msg = pickle.loads(await self.reader.readexactly(int.from_bytes(head, "big")))
                 if msg["op"] == "ready":
-                    self.ready = True
+                    self.ready = self.was_ready = True
                     self.fn.wake()
                 elif msg["op"] == "failed":
+                    failed = True
                     self.fn.platform.log(f"container {self.id} of {self.fn.name} failed to start: {msg['error']}")
                     self.fn.fail_start(msg)
                     break
@@ -225,11 +232,26 @@ class Container:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
+            if not self.was_ready and not failed and not self.stopping:  # it died before it could say why
+                await self.proc.wait()
+                if errors:
+                    await errors
+                tail = " | ".join(self.stderr[-STDERR_LINES:]) or "no output"
+                error = f"container exited with code {self.proc.returncode} before it was ready: {tail}"
+                self.fn.platform.log(f"container {self.id} of {self.fn.name} failed to start: {error}")
+                self.fn.fail_start({"error": error, "traceback": "\n".join(self.stderr)})
             self.stopped, self.ready = True, False
             for inputs in self.running.values():
                 self.fn.lost(self, inputs)
             self.running.clear()
             self.fn.wake()
+
+    async def _stderr_tail(self) -> None:
+        """Keep the last lines the container wrote to stderr (read as it writes: a pipe nobody reads blocks it)."""
+        assert self.proc.stderr is not None
+        async for line in self.proc.stderr:
+            self.stderr.append(line.decode(errors="replace").rstrip())
+            del self.stderr[:-STDERR_LINES]
 
     async def send(self, mid: str, inputs: list[Input], batched: bool) -> None:
         self.running[mid] = inputs
@@ -239,6 +261,7 @@ class Container:
         await self.writer.drain()
 
     async def stop(self) -> None:
+        self.stopping = True
         if self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.terminate()

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any, ClassVar
 
 from calibration.plan import AppPlan, Plan
-from calibration.ways.base import Option, Way, capped, parameters, size
+from calibration.ways.base import Option, RunFailed, Way, capped, parameters, size
 
 MAX_INPUTS = Option("--max-inputs", int, 500, "@modal.concurrent(max_inputs=N) (default 500)", (1, 1000))
 # where the clients run (calibration/clients.py)
@@ -25,6 +26,28 @@ CLIENTS = (
            "common start (default 60)", (1, 3600)),
 )  # fmt: skip
 DRIVER_MARGIN_S = 120.0  # a client container's time limit beyond lead + duration + drain (its start, its rows)
+# A run whose calls did not come back is not a measurement: none back, or more than this share with a drain at least
+# the longest work (the drain should have brought every call back), fails (exit 1); its trace is kept as WHAT.failed.
+UNFINISHED_SHARE = 0.01
+
+
+def unmeasured(table: Any, drained: bool) -> str | None:
+    """Why a calls table is not a measurement (None if it is): no call came back, or none succeeded (a platform or
+    stand-in fault: its containers never started), or, when the drain should have brought every call back
+    (``drained``), more than ``UNFINISHED_SHARE`` of them did not."""
+    from calibration.trace import UNFINISHED
+
+    n, lost = len(table), int((table["kind"] == UNFINISHED).sum())
+    if n == 0:
+        return "no call was issued"
+    if lost == n:
+        return f"none of the {n} calls came back (see the platform's log: did its containers start?)"
+    if not (table["kind"] == "").any():
+        kinds = ", ".join(f"{k} {c}" for k, c in table["kind"].value_counts().items())
+        return f"none of the {n} calls succeeded ({kinds}; see the platform's log: did its containers start?)"
+    if drained and lost > UNFINISHED_SHARE * n:
+        return f"{lost} of {n} calls never came back within the drain (more than {UNFINISHED_SHARE:.0%})"
+    return None
 
 
 def load(args: argparse.Namespace) -> Any:
@@ -162,6 +185,13 @@ class LoadTest(Way):
             region=args.region,
         )
         mf["clients"] = got.where
+        why = unmeasured(table, args.drain >= args.work_max)
+        if why:
+            path = trace.write(plan.out / f"{plan.what}.failed", mf, table)
+            raise RunFailed(f"{why}; the trace is kept in {path} (not a measurement: calibration.fit refuses it)")
+        if lost := int((table["kind"] == trace.UNFINISHED).sum()):
+            print(f"{plan.what}: {lost} calls were still out when the {args.drain:g} s drain ended (kind unfinished)",
+                  file=sys.stderr)  # fmt: skip
         return [trace.write(plan.out / plan.what, mf, table)]
 
 
