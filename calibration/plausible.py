@@ -15,14 +15,13 @@ writes, and ``python -m calibration.plausible FILE...`` re-annotates files writt
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from calibration.objective import Runner, reference, simulate
 from calibration.targets import APPROACHES, CALLS, CONTAINERS, FIRST, LATENCIES
-from experiments.cli import load_scenario
+from experiments.cli import ArgParser, load_scenario
 from sim import files
 from sim.scenario import ScenarioError
 
@@ -63,7 +62,7 @@ def annotate(path: Path, jobs: int, seeds: list[int], extra: list[str] = ()) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
+    ap = ArgParser(
         prog="python -m calibration.plausible",
         description="Record each plausible model's figures on the reference test (what --uncertainty's ranges "
         "bound), in place.",

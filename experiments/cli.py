@@ -43,7 +43,11 @@ BAD_INPUT = 2
 
 
 class ArgParser(argparse.ArgumentParser):
-    """argparse, but usage errors are one line and exit 2 like every other bad input."""
+    """argparse, but usage errors are one line and exit 2 like every other bad input, and a flag is only its whole
+    name (no abbreviations: ``--seed`` is not taken for ``--seeds``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
     def error(self, message: str) -> NoReturn:
         print(f"{self.prog}: {one_line(message)}", file=sys.stderr)
@@ -298,10 +302,13 @@ def one_line(message: str) -> str:
 def main_guard(prog: str, fn: Callable[[], int]) -> int:
     """Run ``fn``; turn bad input into one line and exit 2, a dead worker process into one line and exit 1, and
     Ctrl-C into one line and exit 130 ("interrupted", then the notes a command added to the exception with
-    ``add_note``, e.g. where its results so far are kept), once the work has unwound (workers stopped)."""
+    ``add_note``, e.g. where its results so far are kept), once the work has unwound (workers stopped); and a fault
+    of the machine (a full disk, stdout on /dev/full: an OSError) into one line and exit 1."""
     restore_interrupt()
     try:
-        return fn()
+        code = fn()
+        sys.stdout.flush()  # what it printed reaches its reader here, where a failure is still one line
+        return code
     except ScenarioError as e:
         print(f"{prog}: {one_line(str(e))}", file=sys.stderr)
         return BAD_INPUT
@@ -324,6 +331,13 @@ def main_guard(prog: str, fn: Callable[[], int]) -> int:
     except BrokenPipeError:  # the reader went away (`... | head`): stop quietly, as a Unix tool does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:  # the machine, not the input: a full disk, a write to /dev/full, an I/O error
+        WorkerPool.stop_all()
+        where = f"{e.filename}: " if e.filename else "writing its output: " if e.errno else ""
+        print(f"{prog}: {one_line(where + (e.strerror or str(e)))}", file=sys.stderr)
+        with contextlib.suppress(OSError):  # what is left in stdout's buffer cannot go out either
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 # --- worker processes --------------------------------------------------------------------------------------------

@@ -20,14 +20,15 @@ time. The table prints in Markdown (and to ``--out``).
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
 import numpy as np
 
-from experiments.cli import load_scenario, run_scenario
+from experiments.cli import ArgParser, check_out, check_size, load_scenario, main_guard, run_scenario
 from models.sandboxes import faults
+from sim import files
+from sim.scenario import ScenarioError
 
 PRESETS = {"modal-v1": "sandboxes-v1", "modal-v2": "sandboxes-v2", "kubernetes": "sandboxes-k8s"}
 FAULTS = {
@@ -137,22 +138,47 @@ def table(rs: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.faults", description=__doc__.splitlines()[0])
+    ap = ArgParser(prog="python -m experiments.faults", description=__doc__.splitlines()[0])
     ap.add_argument("--counts", default="100000,1000000", help="sandboxes.count values, comma-separated")
     ap.add_argument("--length", type=float, default=5.0, help="each timed fault's length in seconds")
     ap.add_argument("--dead", type=int, default=1000, help="workers a worker_death kills")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, help="also write the table (Markdown) here")
     a = ap.parse_args(argv)
+
+    def go() -> int:
+        counts = parse_counts(a.counts)
+        if not (math.isfinite(a.length) and a.length > 0):
+            raise ScenarioError(f"--length: a fault lasts a positive, finite number of seconds, not {a.length:g}")
+        if a.dead < 1:
+            raise ScenarioError(f"--dead: a worker death kills at least one worker, not {a.dead}")
+        if a.seed < 0:
+            raise ScenarioError(f"--seed: a seed is 0 or more, not {a.seed}")
+        if a.out is not None:
+            check_out(a.out)
+        for plane, preset in PRESETS.items():  # every run's scenario is checked before the first runs (and sized)
+            for count in counts:
+                for fault, extra in FAULTS[plane]:
+                    sets = [f"sandboxes.count={count}", *extra, *fault_sets(fault, 1.0, a.length, a.dead)]
+                    check_size(load_scenario(preset, sets, []))
+        text = table(rows(counts, a.length, a.dead, a.seed))
+        print(text)
+        if a.out:
+            files.write_text(a.out, text)
+        return 0
+
+    return main_guard("experiments.faults", go)
+
+
+def parse_counts(text: str) -> list[int]:
+    """``--counts``: positive integers separated by commas."""
     try:
-        counts = [int(c) for c in a.counts.split(",")]
+        counts = [int(c) for c in text.split(",")]
     except ValueError:
-        ap.error(f"--counts: expected integers separated by commas, got {a.counts!r}")
-    text = table(rows(counts, a.length, a.dead, a.seed))
-    print(text)
-    if a.out:
-        a.out.write_text(text)
-    return 0
+        raise ScenarioError(f"--counts: expected integers separated by commas, got {text!r}") from None
+    if not counts or any(c < 1 for c in counts):
+        raise ScenarioError(f"--counts: each count is a positive number of sandboxes, got {text!r}")
+    return counts
 
 
 if __name__ == "__main__":

@@ -30,11 +30,12 @@ and run-to-run noise together.
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from experiments.cli import cap_jobs, load_scenario, process_pool, run_scenario
 from models.inputs.approaches import APPROACHES
@@ -49,7 +50,7 @@ def plausible_file(params: list[str]) -> Path:
     """The plausible models of the parameters in use: the last ``--params`` file that has them, else the shipped."""
     for p in reversed(params):
         side = Path(p).with_name(Path(p).stem + ".plausible.json")
-        if side.is_file():
+        if os.path.lexists(side):  # whatever it is: a folder or a pipe there is an error, never the shipped set
             return side
     return SHIPPED
 
@@ -109,15 +110,42 @@ class Plausible:
 
 def load(path: Path) -> Plausible:
     """A plausible-models file (calibration/report.py writes it, calibration/plausible.py adds the figures)."""
-    try:
-        doc = files.read_json(path, "a plausible-models file")
-        kept, models = list(doc["kept"]["settings"]), [list(m["settings"]) for m in doc["models"]]
-        always = [list(m["settings"]) for m in doc["models"] if m.get("alternative") or m.get("unread")]
-        figures = [dict(m.get("figures") or {}) for m in doc["models"]]
-        ways = {str(w): dict(d) for w, d in (doc.get("figures_of") or {}).get("ways", {}).items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ScenarioError(f"{path}: not a plausible-models file ({type(e).__name__}: {e})") from None
-    return Plausible(path, kept, models, always, figures, ways)
+    doc = files.read_json(path, "a plausible-models file")
+
+    def bad(what: str) -> NoReturn:
+        raise ScenarioError(f"{files.shown(path)}: not a plausible-models file ({what})")
+
+    def settings(x: Any, where: str) -> list[str]:
+        if not isinstance(x, list) or not all(isinstance(s, str) and "=" in s for s in x):
+            bad(f"{where}: expected a list of KEY=VALUE strings")
+        return list(x)
+
+    def figures(x: Any, where: str) -> dict:
+        def numbers(v: Any) -> bool:
+            return isinstance(v, list) and all(n is None or _finite(n) for n in v)
+
+        ok = isinstance(x, dict) and all(isinstance(f, dict) and all(map(numbers, f.values())) for f in x.values())
+        return dict(x) if ok else bad(f"{where}: expected way → figure → a list of numbers")
+
+    if not isinstance(doc, dict) or not isinstance(doc.get("kept"), dict) or not isinstance(doc.get("models"), list):
+        bad("expected an object with 'kept' and a list 'models'")
+    kept = settings(doc["kept"].get("settings"), "kept.settings")
+    models, always, figs = [], [], []
+    for i, m in enumerate(doc["models"]):
+        if not isinstance(m, dict):
+            bad(f"models[{i}]: expected an object")
+        models.append(settings(m.get("settings"), f"models[{i}].settings"))
+        if m.get("alternative") or m.get("unread"):
+            always.append(models[-1])
+        figs.append(figures(m.get("figures") or {}, f"models[{i}].figures"))
+    of = doc.get("figures_of") or {}
+    ways = of.get("ways", {}) if isinstance(of, dict) else None
+    if not isinstance(ways, dict) or not all(
+        isinstance(d, dict) and isinstance(d.get("approach"), str) and isinstance(d.get("copies", 1), int)
+        for d in ways.values()
+    ):
+        bad("figures_of.ways: expected way → {approach, copies}")
+    return Plausible(path, kept, models, always, figs, {str(w): dict(d) for w, d in ways.items()})
 
 
 def unread(approach: str) -> Callable[[str], bool]:

@@ -21,6 +21,7 @@ import os
 import re
 import stat
 import tomllib
+from pathlib import Path
 from typing import Any, NoReturn
 
 from sim.errors import ScenarioError
@@ -204,3 +205,15 @@ def read_json(path: str | os.PathLike, what: str = "a JSON file", cap: int = JSO
     if tree_depth(doc) > MAX_DEPTH:
         _fail(f"{shown(path)}: nested more than {MAX_DEPTH} levels deep")
     return doc
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: into a file beside it, then renamed over it (a full disk
+    leaves the old file, or none, never half a file; the OSError goes to the command's guard: one line, exit 1)."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)

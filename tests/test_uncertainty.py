@@ -61,7 +61,7 @@ def test_uncertainty_needs_a_load_test_and_a_readable_file(tmp_path, capsys):
     params.write_text("[limits]\nstart_rate = 363\n")
     (tmp_path / "bad.plausible.json").write_bytes(b"\x00\x01 not json")
     assert run.main(["loadtest-spawn", "--params", str(params), "--set", "duration_s=5", "--uncertainty"]) == 2
-    assert "bad.plausible.json: not a plausible-models file" in capsys.readouterr().err
+    assert "bad.plausible.json: not JSON" in capsys.readouterr().err
     with pytest.raises(SystemExit) as stop:
         run.main(["loadtest-spawn", "--uncertainty", "--uncertainty-seeds", "0"])
     assert stop.value.code == 2 and "--uncertainty-seeds" in capsys.readouterr().err
@@ -214,3 +214,29 @@ def test_the_plausible_models_figures_are_recorded_and_bound_the_range(tmp_path,
     assert u["ranges"]["calls_per_s"]["low"] <= spawn[1] and u["ranges"]["calls_per_s"]["high"] >= spawn[0]
     assert plausible.main([str(tmp_path / "nothing.json")]) == 2
     assert "not a plausible-models file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "make, says",
+    [
+        (lambda p: p.write_text('{"kept": {"settings": [1]}, "models": []}'), "kept.settings: expected a list"),
+        (lambda p: p.write_text('{"kept": {"settings": []}, "models": [3]}'), "models[0]: expected an object"),
+        (lambda p: p.write_text('{"kept": {"settings": []}, "models": [{"settings": ["a=1"], "figures": {"w": 1}}]}'),
+         "models[0].figures"),
+        (lambda p: p.write_text('{"kept": {"settings": []}, "models": [], "figures_of": {"ways": {"w": 2}}}'),
+         "figures_of.ways"),
+        (lambda p: p.write_text("[]"), "expected an object"),
+        (lambda p: p.mkdir(), "a folder"),
+        (lambda p: __import__("os").mkfifo(p), "named pipe"),
+        (lambda p: p.symlink_to(p), "symbolic links"),
+        (lambda p: p.symlink_to("/dev/zero"), "device"),
+    ],
+)  # fmt: skip
+def test_a_bad_plausible_models_file_is_one_line_exit_2_never_the_shipped_set(tmp_path, capsys, make, says):
+    params = tmp_path / "fit.toml"
+    params.write_text("[limits]\nstart_rate = 363\n")
+    make(tmp_path / "fit.plausible.json")
+    argv = ["loadtest-spawn", "--params", str(params), "--set", "duration_s=5", "--uncertainty"]
+    assert run.main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "fit.plausible.json" in err and says in err, err
