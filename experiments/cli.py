@@ -305,6 +305,9 @@ def main_guard(prog: str, fn: Callable[[], int]) -> int:
     ``add_note``, e.g. where its results so far are kept), once the work has unwound (workers stopped); and a fault
     of the machine (a full disk, stdout on /dev/full: an OSError) into one line and exit 1."""
     restore_interrupt()
+    for stream in (sys.stdout, sys.stderr):  # a terminal that cannot show ≤ or × gets \u2264, not a traceback
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(errors="backslashreplace")
     try:
         code = fn()
         sys.stdout.flush()  # what it printed reaches its reader here, where a failure is still one line

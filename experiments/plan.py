@@ -30,11 +30,13 @@ models × seeds: experiments/uncertainty.py); cost per hour is the steady window
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from models.inputs.billing import HOURS_PER_MONTH
 from models.inputs.demand import parse_shape
+from sim.scenario import ScenarioError
 
 WAYS = ("remote", "spawn", "copies", "batching", "server")
 MAX_COPIES = 512  # the copies searched at most per way
@@ -189,12 +191,21 @@ def plan(
     chunk: int,
     ways: list[str],
     fixed: dict[str, Any],
+    builds: Callable[[dict[str, Any]], Any],
 ) -> tuple[dict, list[Option]]:
     """For each way its cheapest configuration that meets the constraints with headroom (or its best try and why
-    not); ``evaluate(config)`` simulates one configuration over the seeds; ``sc`` is the user's scenario."""
+    not); ``evaluate(config)`` simulates one configuration over the seeds; ``sc`` is the user's scenario. A way whose
+    scenario does not build with this load (``builds(config)`` raises: batching a trace) is skipped, and said why;
+    if none builds, the first way's reason is the error."""
     every: list[Option] = []
     chosen: dict[str, Option] = {}
+    skipped: dict[str, str] = {}  # the ways that cannot take this load (batching a trace), and why
     for way in ways:
+        try:
+            builds({**fixed, **way_settings(way, 1, chunk, sc)})
+        except ScenarioError as e:
+            skipped[way] = str(e)
+            continue
         tried: list[Option] = []
 
         def ev(n: int, way: str = way, tried: list[Option] = tried) -> Option:
@@ -221,6 +232,9 @@ def plan(
         every += tried
         passing = [o for o in tried if o.meets]
         chosen[way] = min(passing, key=lambda o: o.mean("cost_per_hour")) if passing else tried[-1]
+    if not chosen:
+        raise ScenarioError(next(iter(skipped.values())))
+    ways = [w for w in ways if w in chosen]
     ranked = sorted(chosen.values(), key=lambda o: (not o.meets, o.mean("cost_per_hour")))
     best = ranked[0] if ranked and ranked[0].meets else None
     rows = {w: chosen[w].row() for w in ways}
@@ -232,6 +246,7 @@ def plan(
         "p99_limit": p99,
         "p50_limit": p50,
         "chunk_items": chunk,
+        "skipped": skipped,
     }
     return out, every
 
@@ -308,6 +323,8 @@ def words(out: dict) -> list[str]:
         if out["answer"] and "uncertainty" in out["answer"]
         else "seeds"
     )
+    for way, why in out.get("skipped", {}).items():
+        lines.append(f"| {way} | — | skipped: {why} | | | | | | | |")
     lines.append(
         f"\n{out['simulations']} simulations, {out['seeds']} seeds each; ranges (low .. high) over {ranges}; "
         "$/h: the window's mean containers × the price; headroom: 1 − the most used limit's share."

@@ -146,6 +146,10 @@ class Simulator:
         self.bar.total = max(runs, self.runs)
         self.bar.refresh()
 
+    def builds(self, config: dict[str, Any]) -> Any:
+        """The scenario of ``config`` (a ScenarioError if it does not build), nothing run."""
+        return load_scenario(self.scenario, [*self.sets, *(f"{k}={v}" for k, v in config.items())], self.params)
+
     def evaluate(self, config: dict[str, Any]) -> Evaluation:
         settings = [*self.sets, *(f"{k}={v}" for k, v in config.items())]
         jobs = [(self.scenario, settings, self.params, s) for s in range(self.seeds)]
@@ -458,6 +462,8 @@ def robustness(sim: Simulator, out: dict, check: Callable[[Evaluation], None] | 
 def positive(name: str, cast: type = float, high: float = 1e12) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
         try:
+            if not str(text).isascii():  # float() reads full-width digits; the scenario's parser does not
+                raise ValueError(text)
             v = cast(text)
         except ValueError:
             raise ScenarioError(f"{name}: expected a number, got {text!r}") from None
@@ -523,6 +529,10 @@ def main(argv: list[str] | None = None) -> int:
         scenario = args.scenario or default.get(args.question, "loadtest-remote")
         sets = [*DEFAULTS[args.question], *args.sets]
         shape = args.shape or ("daily(0.3, 0.2)" if args.question == "autoscaler" else "steady")
+        try:
+            parse_shape(shape)
+        except ValueError as e:
+            raise ScenarioError(f"--shape: {e}") from None
         sim = Simulator(scenario, sets, args.params, seeds, cap_jobs(p.prog, jobs, seeds))
         sim.user_sets = list(args.sets)
         try:
@@ -628,7 +638,7 @@ def _plan(args: Any, sim: Simulator, p99: float, shape: str, jobs: int) -> int:
         fixed["arrivals.start_s"] = window["start_s"]
     size_search(sim, "plan", 3 + 2 * 3 * len(ways) // 5, [fixed])
     sim.expect(sim.seeds * (3 + 2 * 3 * len(ways) // 5))
-    out, every = plan_.plan(sim.evaluate, sim.sc, rate, p99, p50, headroom, chunk, ways, fixed)
+    out, every = plan_.plan(sim.evaluate, sim.sc, rate, p99, p50, headroom, chunk, ways, fixed, sim.builds)
     if args.uncertainty and out["answer"]:  # the answer under every plausible model: its ranges
         best = out["answer"]  # (the answer's row of the table too)
         u = robustness(sim, {"chosen": {"config": best["config"]}}, None, jobs)

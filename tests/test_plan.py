@@ -16,6 +16,7 @@ from experiments import api, report, whatif
 from experiments.cli import load_scenario, run_scenario
 from models.inputs.billing import CPU_PRICE, MEMORY_PRICE
 from models.inputs.demand import DAY_S, Shape, parse_shape
+from sim.scenario import ScenarioError
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 HEADLESS = [
@@ -195,7 +196,11 @@ def test_a_plan_for_a_trace_is_sized_on_its_busiest_minutes():
 
     trace = str(Path(__file__).resolve().parent.parent / "experiments" / "demand" / "azure-sample.csv")
     sets = {"duration_s": 120, "warmup_s": 30, "work": "constant(0.5)", "function.max_inputs": 10}
-    out = api.whatif("plan", trace=trace, p99=2, seeds=1, jobs=1, ways="remote", set=sets)
+    out = api.whatif("plan", trace=trace, p99=2, seeds=1, jobs=1, ways="remote,batching", set=sets)
+    # batching gathers rounds or arrivals, not a trace: skipped, saying why, and the plan goes on
+    assert "not a trace" in out["skipped"]["batching"] and [w["way"] for w in out["ways"]] == ["remote"]
+    with pytest.raises(ScenarioError, match="not a trace"):  # when no way can take the load, why is the error
+        api.whatif("plan", trace=trace, p99=2, seeds=1, jobs=1, ways="batching", set=sets)
     counts = read_azure(trace)
     two = counts[:-1] + counts[1:]  # every stretch of the run's two minutes
     assert out["window"]["start_s"] == 60 * int(np.argmax(two))
