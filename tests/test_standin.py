@@ -103,7 +103,10 @@ def test_oauth_credentials_need_all_three(tmp_path: Path) -> None:
     "content, says",
     [(b"[limits]\nstart_rate = -1\n", "limits.start_rate"), (b"[nope]\n", "unknown section"),
      (b"[sandboxes]\ncreate_s = -0.5\n", "sandboxes.create_s"),
-     (b"\xff\xfe", "not TOML"), (None, "not a regular file")],
+     (b"\xff\xfe", "not TOML"), (None, "not a regular file"),
+     (b"[autoscaler]\ninterval_s = 0\n", "autoscaler.interval_s must be a finite number > 0"),
+     (b"[limits]\nstart_rate = 0\n", "limits.start_rate must be a finite number > 0"),
+     (b"[autoscaler]\ncold_start_s = 1e300\n", "autoscaler.cold_start_s must be at most 3600")],
 )  # fmt: skip
 def test_a_bad_parameter_file_is_one_line_exit_2(tmp_path: Path, content: bytes | None, says: str) -> None:
     path = tmp_path / "p.toml"
@@ -298,3 +301,24 @@ def test_the_project_hides_only_its_own_source_from_a_container() -> None:
     assert not hidden("/src/proj/.venv/lib/python3.11/site-packages", "/src/proj", interpreter)  # a venv inside
     assert not hidden("/src/proj2/lib", "/src/proj", interpreter)  # beside it, a name that starts the same
     assert not hidden("/usr/lib/python3.11", "/src/proj", interpreter) and not hidden("/src/proj", "", interpreter)
+
+
+def test_a_port_out_of_range_or_in_use_is_one_line_exit_2_and_no_folder_is_left(tmp_path: Path) -> None:
+    import glob
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        before = set(glob.glob("/tmp/scalesim-standin-*"))
+        for argv, says in (
+            (["--port", "-1"], "--port: a TCP port"),
+            (["--proxy-port", "70000"], "--proxy-port: a TCP port"),
+            (["--port", str(port)], f"--port {port}: cannot listen"),
+            (["--proxy-port", str(port)], f"--proxy-port {port}: cannot listen"),
+        ):
+            cmd = [sys.executable, "-m", "calibration.standin", *argv]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+            assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and says in r.stderr, r.stderr
+        assert set(glob.glob("/tmp/scalesim-standin-*")) <= before  # its work folder goes with it

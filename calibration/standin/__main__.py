@@ -25,6 +25,9 @@ def run(argv: list[str] | None) -> int:
     p.add_argument("--port", type=int, default=0, help="the gRPC port (default: a free one)")
     p.add_argument("--proxy-port", type=int, default=0, help="the HTTP proxy's port (default: a free one)")
     args = p.parse_args(argv)
+    for flag, port in (("--port", args.port), ("--proxy-port", args.proxy_port)):
+        if not 0 <= port <= 65535:
+            raise ScenarioError(f"{flag}: a TCP port is 0 (a free one) to 65535, got {port}")
     try:
         params = Params.load(args.params)
     except (OSError, ValueError) as e:

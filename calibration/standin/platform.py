@@ -106,12 +106,25 @@ class Params:
                 if key not in cls.SECTIONS[section]:
                     raise ValueError(f"{path}: unknown key {section}.{key}")
                 number = isinstance(value, int | float) and not isinstance(value, bool)
-                if not number or not math.isfinite(value) or value < 0:
-                    raise ValueError(f"{path}: {section}.{key} must be a finite number ≥ 0, got {value!r}")
+                low, high = cls.bounds(key)
+                if not number or not math.isfinite(value) or not (value > 0 if low == 0 else value >= 0):
+                    need = "> 0" if low == 0 else "≥ 0"
+                    raise ValueError(f"{path}: {section}.{key} must be a finite number {need}, got {value!r}")
+                if value > high:
+                    raise ValueError(f"{path}: {section}.{key} must be at most {high:g}, got {value!r}")
                 if cls.__dataclass_fields__[key].type == "int" and value != int(value):
                     raise ValueError(f"{path}: {section}.{key} must be a whole number, got {value!r}")
                 values[key] = value
         return cls(**values)
+
+    # what the stand-in can run in wall time: rates and the decision interval above 0 (a rate of 0 starts nothing,
+    # an interval of 0 spins), every duration within an hour, counts within a billion
+    POSITIVE: ClassVar[tuple[str, ...]] = ("sync_accept_rate", "async_accept_rate", "start_rate", "interval_s")
+
+    @classmethod
+    def bounds(cls, key: str) -> tuple[float, float]:
+        """(0 if the key must be above 0 else -1, its greatest value)."""
+        return (0 if key in cls.POSITIVE else -1), (3600.0 if key.endswith("_s") else 1e9)
 
     def keys(self) -> dict[str, float]:
         """Every parameter under its dotted name (``limits.start_rate``, ...)."""

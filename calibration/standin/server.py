@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from typing import Any
 from calibration.standin.api import TOKEN_ID, TOKEN_SECRET, Service
 from calibration.standin.platform import PARAMS, Params, Platform
 from calibration.standin.sandboxes import Router
+from sim.scenario import ScenarioError
 
 
 def env(url: str) -> dict[str, str]:
@@ -25,22 +27,40 @@ def env(url: str) -> dict[str, str]:
 
 
 async def serve(params: Params, port: int = 0, proxy_port: int = 0, workdir: Path | None = None) -> None:
-    """Run the stand-in until SIGTERM or SIGINT; print ``MODAL_SERVER_URL=...`` once it listens."""
+    """Run the stand-in until SIGTERM or SIGINT; print ``MODAL_SERVER_URL=...`` once it listens. A port it cannot
+    listen on is a ScenarioError naming the flag."""
+    platform = Platform(params)
+    own = workdir is None  # a folder of its own is removed when it stops
+    work = Path(workdir or tempfile.mkdtemp(prefix="scalesim-standin-"))
+    try:
+        await _serve(platform, work, port, proxy_port)
+    finally:
+        if own:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+async def _serve(platform: Platform, work: Path, port: int, proxy_port: int) -> None:
     import grpclib.server
     from aiohttp import web
 
     from calibration.standin.proxy import make_proxy
 
-    platform = Platform(params)
-    work = Path(workdir or tempfile.mkdtemp(prefix="scalesim-standin-"))
     proxy = web.AppRunner(make_proxy(platform), access_log=None)
     await proxy.setup()
-    site = web.TCPSite(proxy, "127.0.0.1", proxy_port)
-    await site.start()
+    try:
+        site = web.TCPSite(proxy, "127.0.0.1", proxy_port)
+        await site.start()
+    except OSError as e:
+        await proxy.cleanup()
+        raise ScenarioError(f"--proxy-port {proxy_port}: cannot listen on it ({e.strerror})") from None
     proxy_url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
     service = Service(platform, work, lambda: proxy_url)
     server = grpclib.server.Server([service])
-    await server.start("127.0.0.1", port)
+    try:
+        await server.start("127.0.0.1", port)
+    except OSError as e:
+        await proxy.cleanup()
+        raise ScenarioError(f"--port {port}: cannot listen on it ({e.strerror})") from None
     url = f"http://127.0.0.1:{server._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
     platform.client_env = env(url)  # a container's modal client calls back here (a driver Function's clients)
     # the sandboxes' task command router: a second gRPC service on its own port (calibration/standin/sandboxes.py)
