@@ -44,7 +44,7 @@ from calibration.sandboxes import SANDBOXES_OUT, fit_sandboxes
 from calibration.search import Fit, fit_candidate
 from calibration.sources import COLDSTART_TRACE_OUT, Source
 from calibration.targets import APPROACHES, REFERENCE, Target, predictions, targets
-from experiments.cli import ArgParser, add_set_option, cap_jobs, check_out, load_scenario, main_guard
+from experiments.cli import ArgParser, add_set_option, cap_jobs, check_out, load_scenario, main_guard, out_path
 from sim.scenario import ScenarioError
 
 __all__ = ["COLDSTART_OUT", "COLDSTART_RATIO", "COLDSTART_REFERENCE", "OUT", "main"]
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     p.add_argument(
         "--out",
-        type=Path,
+        type=out_path,
         help=f"parameter file to write (loadtest: none unless given; coldstart: default {COLDSTART_OUT.name}; "
         f"sandboxes: default {SANDBOXES_OUT.name})",
     )

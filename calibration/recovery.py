@@ -27,7 +27,7 @@ from calibration.candidates import by_name, with_range
 from calibration.search import Fit, Profile
 from calibration.standin.platform import PARAMS, Params
 from calibration.standin.server import StandIn
-from experiments.cli import ArgParser, check_out, main_guard
+from experiments.cli import ArgParser, check_out, main_guard, out_path
 
 PROG = "python -m calibration.recovery"
 CANDIDATE = "overhead"
@@ -93,7 +93,7 @@ def table(truth: Params, fits: dict[str, Fit]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = ArgParser(prog=PROG, description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=Path("calibration/data/recovery"), help="the design's traces")
+    p.add_argument("--out", type=out_path, default=Path("calibration/data/recovery"), help="the design's traces")
     p.add_argument("--params", type=Path, default=PARAMS, help="the stand-in's parameter file (the truth)")
     p.add_argument(
         "--seeds", type=int, default=8, help="replications per evaluation (default 8: at 3 the objective is rough)"

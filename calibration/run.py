@@ -41,7 +41,7 @@ from calibration import design
 from calibration.plan import DATA, PROG, Plan, app_name, default_run_id, describe
 from calibration.ways import WAYS
 from calibration.ways.base import Option, RunFailed
-from experiments.cli import ArgParser, check_out, main_guard, one_line
+from experiments.cli import ArgParser, check_out, main_guard, one_line, out_path
 from models.inputs.billing import CPU_PRICE, MEMORY_PRICE
 from sim.scenario import ScenarioError
 
@@ -85,7 +85,9 @@ def parser() -> ArgParser:
     for o in options():
         o.add_to(p)
     p.add_argument("--run-id", default=None, help="the run's id (default: UTC time and a random suffix)")
-    p.add_argument("--out", type=Path, default=None, help="folder of the run's traces (default calibration/data/ID)")
+    p.add_argument(
+        "--out", type=out_path, default=None, help="folder of the run's traces (default calibration/data/ID)"
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; touch nothing")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     return p

@@ -54,6 +54,14 @@ class ArgParser(argparse.ArgumentParser):
         sys.exit(BAD_INPUT)
 
 
+def out_path(text: str) -> Path:
+    """``--out``'s value as a path: never empty (``Path("")`` is the current folder, where a sweep's results or the
+    docs' pages would land unasked)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path: name the file or folder to write")
+    return Path(text)
+
+
 def add_set_option(p: argparse.ArgumentParser, help: str = "override a scenario key (repeatable)") -> None:
     """``--set KEY=VALUE``, repeatable, into ``args.sets``: the same on every command."""
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help=help)

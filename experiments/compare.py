@@ -8,7 +8,6 @@ Each curve is one run (the same ``--set``s applied to every scenario): the first
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import matplotlib
 
@@ -21,6 +20,7 @@ from experiments.cli import (
     check_out,
     load_scenario,
     main_guard,
+    out_path,
     run_scenario,
     warn_extrapolated,
 )
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("scenarios", nargs="+", help="preset names or scenario files")
     add_set_option(p, "override a scenario key of every scenario (repeatable)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, required=True, help="the PNG to write")
+    p.add_argument("--out", type=out_path, required=True, help="the PNG to write")
     p.add_argument("--title", default="")
     args = p.parse_args(argv)
 

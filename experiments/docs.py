@@ -419,11 +419,11 @@ def write(out: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from experiments.cli import ArgParser, check_out, main_guard
+    from experiments.cli import ArgParser, check_out, main_guard, out_path
 
     p = ArgParser(prog="python -m experiments.docs", description=__doc__.splitlines()[0])
     p.add_argument(
-        "--out", type=Path, default=OUT, help=f"the folder of the pages (default {OUT.relative_to(OUT.parents[1])})"
+        "--out", type=out_path, default=OUT, help=f"the folder of the pages (default {OUT.relative_to(OUT.parents[1])})"
     )
     args = p.parse_args(argv)
 

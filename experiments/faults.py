@@ -21,11 +21,10 @@ time. The table prints in Markdown (and to ``--out``).
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 
-from experiments.cli import ArgParser, check_out, check_size, load_scenario, main_guard, run_scenario
+from experiments.cli import ArgParser, check_out, check_size, load_scenario, main_guard, out_path, run_scenario
 from models.sandboxes import faults
 from sim import files
 from sim.scenario import ScenarioError
@@ -143,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--length", type=float, default=5.0, help="each timed fault's length in seconds")
     ap.add_argument("--dead", type=int, default=1000, help="workers a worker_death kills")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, help="also write the table (Markdown) here")
+    ap.add_argument("--out", type=out_path, help="also write the table (Markdown) here")
     a = ap.parse_args(argv)
 
     def go() -> int:

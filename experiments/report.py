@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from experiments.cli import ArgParser, check_out, human, main_guard, run_scenario
+from experiments.cli import ArgParser, check_out, human, main_guard, out_path, run_scenario
 from experiments.plots import draw, draw_timeseries
 from experiments.results import model_name, read_results
 from models.registry import MODELS
@@ -306,7 +306,7 @@ table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ccc;pa
 def main(argv: list[str] | None = None) -> int:
     p = ArgParser(prog="python -m experiments.report", description=__doc__.splitlines()[0])
     p.add_argument("results", type=Path, help="results.parquet or results.csv of a sweep")
-    p.add_argument("--out", type=Path, help="where to write the report (default: beside RESULTS)")
+    p.add_argument("--out", type=out_path, help="where to write the report (default: beside RESULTS)")
     p.add_argument("--scale", help="the x axis (default: the sweep's)")
     p.add_argument("--point", type=int, help="the point whose time series to draw (default: the sweep's)")
     args = p.parse_args(argv)

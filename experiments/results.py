@@ -18,6 +18,7 @@ import io
 import math
 import os
 import shlex
+import stat
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -361,10 +362,14 @@ def lock(out: Path) -> Iterator[None]:
             _HELD[key] -= 1
         return
     path = out / LOCK_FILE
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:  # (not through a link: the lock is this folder's own file)
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
     except OSError as e:
         raise ScenarioError(f"--out {out}: cannot create its lock file {LOCK_FILE}: {e.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a named pipe, a device: no lock to hold, nothing to write
+        os.close(fd)
+        raise ScenarioError(f"--out {out}: its lock file {LOCK_FILE} is not a regular file; remove it")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -34,6 +34,7 @@ from experiments.cli import (
     check_out,
     main_guard,
     one_line,
+    out_path,
 )
 from experiments.results import Appender, WriteFailed, lock, plan, read_results, resume, write_whole
 from experiments.rows import run_point
@@ -63,6 +64,8 @@ def _run_sweep(spec: Spec, out: Path, jobs: int, executor: str, fresh: bool) -> 
             f.unlink(missing_ok=True)
     if spec_file.exists() and files.read_text(spec_file, "a sweep's spec.json", files.JSON_CAP) != spec.key():
         raise ScenarioError(f"{out}: holds results of a different sweep; use --fresh or another --out")
+    if not files.exists(spec_file) and files.exists(results):  # whose rows they are cannot be told
+        raise ScenarioError(f"{out}: holds results.csv without the spec.json that wrote it; use --fresh or another out")
     write_whole(spec_file, spec.key())  # (never half a file: a resume compares it)
     meta = {
         "name": spec.name,
@@ -148,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         help="also run each point under the other plausible models of the calibration, at the same seeds "
         "(experiments/uncertainty.py): the report gives each figure a range",
     )
-    p.add_argument("--out", type=Path, help="output folder (default runs/<spec name>/)")
+    p.add_argument("--out", type=out_path, help="output folder (default runs/<spec name>/)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
     p.add_argument(
         "--executor",

@@ -32,7 +32,6 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,6 +48,7 @@ from experiments.cli import (
     check_out,
     load_scenario,
     main_guard,
+    out_path,
     process_pool,
     run_scenario,
     warn_extrapolated,
@@ -514,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
         "its figures with ranges, and whether it still meets the constraint at their worst",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--out", type=Path, help="plan, autoscaler: a folder for the HTML page")
+    p.add_argument("--out", type=out_path, help="plan, autoscaler: a folder for the HTML page")
     args = p.parse_args(argv)
 
     def go() -> int:
