@@ -108,6 +108,11 @@ def check_window(tr: trace.Trace, sets: tuple[str, ...]) -> None:
 
     preset = tr.manifest["scenario"]["preset"]
     sc = load_scenario(preset, list(sets), [])
+    if sc.model != "function":
+        raise ScenarioError(
+            f"{tr.path / trace.MANIFEST}: scenario.preset {preset!r} is a {sc.model} scenario; a trace of calls is "
+            "fitted by a load test's (loadtest-...)"
+        )
     want, got = (sc.warmup_s, sc.duration_s), (tr.window.start, tr.window.end)
     if not all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) for a, b in zip(want, got, strict=True)):
         raise ScenarioError(

@@ -200,6 +200,8 @@ def check_values(where: Path, mf: Path, manifest: dict, table: pd.DataFrame) -> 
             raise ScenarioError(f"{where}: column {name!r}, row {row} (from 0): {float(col[name][row]):.9g} {what}")
 
     kind = manifest["kind"]
+    if len(table) == 0:
+        raise ScenarioError(f"{where}: holds no rows (a run that recorded nothing is not a trace to fit)")
     with np.errstate(invalid="ignore"):  # NaN compares False: allowed where the schema allows it
         if kind == "calls":
             issued, finished, work = col["issued"], col["finished"], col["work"]

@@ -204,7 +204,7 @@ def _refuse(what: str, parts: Parts, budget: float, unit: str, raise_how: str, o
     scale, unit = (2**30, "GiB") if unit == "bytes" else (1, unit)
     a, b = _apart(total / scale, budget / scale)
     mostly = f" (mostly {part}: {_apart(amount / scale, 0)[0]})" if part != unit and amount > 0.5 * total else ""
-    raise ScenarioError(
+    raise engine.OverBudget(
         f"{what}: about {a} {unit}{mostly}, more than {of} of {b} {unit}; "
         f"{how if mostly and how else 'make the run smaller'}, or {raise_how}"
     )

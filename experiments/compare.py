@@ -25,7 +25,9 @@ from experiments.cli import (
     warn_extrapolated,
 )
 from models.registry import MODELS
+from sim.scenario import ScenarioError
 
+MAX_TITLE = 300  # a title's characters: a megabyte of text would take gigabytes to lay out
 matplotlib.rcParams["text.parse_math"] = False  # titles and labels are text (a user's $ too), never mathtext
 
 
@@ -39,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     def go() -> int:
+        if len(args.title) > MAX_TITLE or not args.title.isprintable():
+            raise ScenarioError(f"--title: printable text of at most {MAX_TITLE} characters, got {len(args.title):,}")
         check_out(args.out)
         scenarios = [(name, load_scenario(name, args.sets, [])) for name in args.scenarios]  # all checked first
         fig, ax = plt.subplots(figsize=(8, 4.8))

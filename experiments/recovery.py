@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 
 from experiments.cli import load_scenario, run_scenario
+from experiments.spec import check_runs
 from models.inputs.recovery import BAND, bin_for, recovery
+from models.registry import MODELS
 from sim.scenario import ScenarioError
 
 DEFAULTS = (
@@ -119,8 +121,14 @@ def recovery_question(
     names = [p.strip() for p in policies.split(",") if p.strip()]
     if not names or len(names) > 10:
         raise ScenarioError(f"--policies {policies!r}: 1 to 10 policies, separated by commas")
-    for name in names:
-        load_scenario(scenario, [*sets, *policy_sets(name)], params)  # a bad policy fails before any run
+    sizes = []
+    for name in names:  # a bad policy fails before any run, and the whole search is sized first
+        for f in factors:
+            shape = f"arrivals.shape=spike({at_s:g}, {length_s:g}, {f:g})"
+            sc = load_scenario(scenario, [*sets, *policy_sets(name), shape], params)
+            sizes.append(MODELS[sc.model].size(sc))
+    how = f"{len(names)} policies × {len(factors)} spikes × {seeds} seeds"
+    check_runs("whatif recovery", len(sizes) * seeds, sum(sizes) / len(sizes), MODELS[sc.model], how, "fewer --seeds")
     out: dict[str, Any] = {"spike_at_s": at_s, "spike_length_s": length_s, "band": band, "policies": {}}
     figures: dict[str, dict] = {}
     for name in names:

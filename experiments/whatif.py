@@ -57,6 +57,7 @@ from experiments.spec import check_runs
 from experiments.whatif_report import frontier_report, words
 from models.inputs.demand import Shape, parse_shape
 from models.registry import MODELS
+from sim.engine import OverBudget
 from sim.scenario import ScenarioError
 
 METRICS = (
@@ -135,6 +136,7 @@ class Simulator:
         self.scenario, self.sets, self.params, self.seeds = scenario, sets, params, seeds
         self.user_sets: list[str] = []  # the user's own --sets (the end of ``sets``): what a question may not override
         self.runs = 0
+        self.too_costly: tuple[int, str] | None = None  # a search's value past the run budget (``smallest``)
         self.sc = load_scenario(scenario, sets, params)  # bad input fails here, before any search
         self.pool = process_pool(jobs) if jobs > 1 else None
         # runs done on stderr, with an ETA against ``expect`` (a search's guess, raised when passed); shown only on a
@@ -218,7 +220,9 @@ def latency_ok(p99: float, rate: float | None = None) -> Callable[[Evaluation], 
 
 def smallest(sim: Simulator, key: str, check: Callable[[Evaluation], None], fixed: dict, lo: int = 1) -> tuple:
     """The smallest integer value of ``key`` ≥ ``lo`` whose evaluation meets ``check`` (monotone: doubling, then
-    bisection); every evaluation made, by value. None if even MAX_KNOB fails."""
+    bisection); every evaluation made, by value. None if even MAX_KNOB fails, or if the doubling reaches a value
+    whose runs are past their budget before one meets (``sim.too_costly``: that value and why; the search so far
+    is kept, not discarded)."""
     seen: dict[int, Evaluation] = {}
 
     def ev(v: int) -> Evaluation:
@@ -228,7 +232,15 @@ def smallest(sim: Simulator, key: str, check: Callable[[Evaluation], None], fixe
         return seen[v]
 
     v = lo
-    while not ev(v).meets:
+    while True:
+        try:
+            if ev(v).meets:
+                break
+        except OverBudget as e:
+            if not seen:  # the first value already: nothing searched to keep
+                raise
+            sim.too_costly = (v, str(e))
+            return None, seen
         if v >= MAX_KNOB:
             return None, seen
         v = min(MAX_KNOB, max(v * 2, v + 1))
@@ -279,6 +291,11 @@ def capacity(sim: Simulator, rate: float, p99: float, knob: str) -> dict:
         out["why_none"] = (
             f"no {knob} up to {max(seen):,} meets it ({knob} {max(seen):,}: {last.why}), although unlimited warm "
             f"capacity would (added-latency p99 {floor.mean('added_latency_p99_s'):.3g} s){idle}"
+        )
+    if best is None and sim.too_costly:  # the search stopped short of an answer: say where and why
+        v, why = sim.too_costly
+        out["why_none"] = (
+            out.get("why_none", f"no {knob} up to {max(seen):,} meets it") + f"; {knob} {v:,} was not simulated: {why}"
         )
     passing = [v for v in sorted(seen) if seen[v].meets]
     if passing:

@@ -84,3 +84,27 @@ def test_a_bad_question_exits_2_with_one_line(argv, name, capsys):
     assert cmd.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and name in err, err
+
+
+def test_a_search_that_reaches_a_value_past_the_run_budget_keeps_what_it_found():
+    """``smallest`` doubles the knob; a value whose runs are past their budget ends the search with what it saw and
+    says where (``too_costly``), instead of discarding the search."""
+    from sim.engine import OverBudget
+
+    class Sim:
+        too_costly = None
+
+        def evaluate(self, config):
+            if config["k"] >= 8:
+                raise OverBudget("run size: about 9e9 calls, more than the budget")
+            return cmd.Evaluation(dict(config))
+
+    def never(e):
+        e.meets, e.why = False, "p99 too high"
+
+    sim = Sim()
+    best, seen = cmd.smallest(sim, "k", never, {})
+    assert best is None and sorted(seen) == [1, 2, 4] and sim.too_costly[0] == 8 and "budget" in sim.too_costly[1]
+    first = Sim()
+    with pytest.raises(OverBudget):  # the first value already past it: nothing searched, the error stands
+        cmd.smallest(first, "k", never, {}, lo=8)

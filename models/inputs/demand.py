@@ -233,6 +233,9 @@ class TraceParams:
         return (upto(duration) - (upto(start) if start > 0 else 0.0)) / (duration - start)
 
 
+MAX_MINUTE_COUNT = 1e12  # calls in one minute of an invocation trace (16.7 billion a second)
+
+
 @functools.lru_cache(maxsize=8)
 def read_azure(path: str, function: str = "") -> np.ndarray:
     """The per-minute counts of an Azure Functions invocation CSV: one row (HashFunction ``function``) or the sum of
@@ -255,6 +258,8 @@ def read_azure(path: str, function: str = "") -> np.ndarray:
             raise ValueError(f"{path}: line {n}: counts must be numbers") from None
         if len(values) != len(minutes) or not np.isfinite(values).all() or (values < 0).any():
             raise ValueError(f"{path}: line {n}: {len(minutes)} non-negative counts expected")
+        if (values > MAX_MINUTE_COUNT).any():  # (past int64 once summed and drawn: no run could hold them anyway)
+            raise ValueError(f"{path}: line {n}: a count above {MAX_MINUTE_COUNT:g} calls in a minute")
         total += values
         found = True
     if not found:
