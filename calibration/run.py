@@ -157,6 +157,33 @@ def has_credentials() -> bool:
 
 # --- deploying and stopping ---------------------------------------------------------------------------------------
 
+CONNECT_TIMEOUT_S = 5.0  # the modal client retries an unreachable server for minutes; a plain connect says at once
+
+
+def reach_modal() -> None:
+    """Modal's API (``server_url`` of modal's configuration: MODAL_SERVER_URL or ~/.modal.toml) accepts a TCP
+    connection within CONNECT_TIMEOUT_S, before anything is deployed; else bad input naming the URL."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from modal.config import config
+
+    url = str(config.get("server_url"))
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        if not parts.hostname:
+            raise ValueError(url)
+        with socket.create_connection((parts.hostname, port), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except ValueError:
+        raise ScenarioError(f"MODAL_SERVER_URL {url!r}: not a URL of Modal's API") from None
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+        raise ScenarioError(
+            f"Modal's API at {url} (MODAL_SERVER_URL or ~/.modal.toml): cannot connect ({why}); nothing deployed"
+        ) from None
+
 
 class Deployer(Protocol):
     def deploy(self, name: str, app: Any) -> Any: ...
@@ -297,6 +324,8 @@ def run(
         print(f"{PROG}: not confirmed; nothing deployed", file=sys.stderr)
         return 1
     check_out(plan.out, folder=True)  # before anything is deployed
+    if deployer is None:
+        reach_modal()
     try:
         written = execute(plan, deployer or ModalDeployer(), driver or drive(args))
     except RunFailed as e:

@@ -322,3 +322,16 @@ def test_a_port_out_of_range_or_in_use_is_one_line_exit_2_and_no_folder_is_left(
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
             assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and says in r.stderr, r.stderr
         assert set(glob.glob("/tmp/scalesim-standin-*")) <= before  # its work folder goes with it
+
+
+def test_an_unreachable_modal_is_one_line_exit_2_at_once_and_nothing_is_stopped(tmp_path: Path) -> None:
+    import os
+    import time
+
+    env = {**os.environ, "MODAL_SERVER_URL": "http://127.0.0.1:1", "MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x"}
+    t0 = time.monotonic()
+    cmd = [sys.executable, "-m", "calibration.run", "spawn", *SMALL, "--out", str(tmp_path)]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and time.monotonic() - t0 < 30, r.stderr
+    last = r.stderr.strip().splitlines()
+    assert len(last) == 1 and "cannot connect" in last[0] and "could not stop" not in r.stderr, r.stderr
