@@ -328,7 +328,8 @@ def test_an_unreachable_modal_is_one_line_exit_2_at_once_and_nothing_is_stopped(
     import os
     import time
 
-    env = {**os.environ, "MODAL_SERVER_URL": "http://127.0.0.1:1", "MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x"}
+    unreachable = {"MODAL_SERVER_URL": "http://127.0.0.1:1", "MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x"}
+    env = {**os.environ, **unreachable}
     t0 = time.monotonic()
     cmd = [sys.executable, "-m", "calibration.run", "spawn", *SMALL, "--out", str(tmp_path)]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
