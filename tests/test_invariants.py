@@ -15,7 +15,7 @@ from models.inputs.records import CallLog
 from sim.engine import Sim
 from sim.model import InvariantViolated
 from sim.rng import Streams
-from tests.conftest import preset
+from tests.conftest import preset, scenario
 
 INPUT_PRESETS = ["loadtest-remote", "loadtest-spawn", "loadtest-copies", "loadtest-batching", "loadtest-server", "mmc"]
 
@@ -210,3 +210,22 @@ def test_backoffs_past_the_window_count_only_their_part_in_it():
     assert 0 < sum(out.lost.values()) <= 8000 * (20 - 5)
     huge = broken("loadtest-remote", "clients.retry=backoff", "clients.backoff_max_s=1e12")[2]
     assert 0 <= huge["binding_share"] <= 1 and huge["binding_limit"] == "accept_rate"
+
+
+@pytest.mark.parametrize("horizon", [1e7, 1e8, 1e9])
+def test_the_invariants_allow_the_clocks_rounding_at_long_horizons(horizon):
+    """At t = 1e9 s the clock holds a time to 1.2e-7 s: a response less its work can read a few ulps below the legs'
+    least (0). The invariants allow the clock's resolution (models/inputs/invariants.py ``clock_tolerance``), and a
+    run this long is checked like any other."""
+    tree = {
+        "load": "arrivals",
+        "arrivals": {"rate": 3000 / horizon},
+        "function": {"max_inputs": 1},
+        "work": "exponential(1000)",
+        "overhead": {"submit": "constant(0)", "result": "constant(0)"},
+        "duration_s": horizon,
+        "warmup_s": 0.0,
+    }
+    for seed in range(3):
+        m = loadtest.run(scenario(tree), seed=seed)
+        assert m["calls_issued"] == m["calls_completed"] + m["errors_total"] + m["calls_in_flight"]

@@ -127,3 +127,26 @@ def test_timeouts_are_refused_where_they_are_not_modelled(preset):
     cmd = [sys.executable, "-m", "experiments.run", preset, "--set", "clients.timeout_s=5"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 2 and "clients.timeout_s" in r.stderr, r.stderr
+
+
+RETRIES = ["none", "backoff", "exponential", "fixed", "random", "immediate"]
+
+
+@pytest.mark.parametrize("retry", RETRIES)
+@pytest.mark.parametrize("approach", ["remote", "spawn"])
+@pytest.mark.parametrize("timeout", [3.0])
+def test_closed_loop_callers_that_time_out_keep_every_invariant_with_every_retry_policy(retry, approach, timeout):
+    """A closed loop whose round trips are drawn ahead (lognormal legs) and whose callers give up: a call abandoned
+    while its result is on its way back is no round trip, so no call is issued twice and none from a row nobody
+    holds. Every run checks its invariants (Little's law among them)."""
+    tree = {
+        "approach": approach,
+        "duration_s": 20.0,
+        "warmup_s": 5.0,
+        "work": "uniform(0.2, 2)",
+        "clients": {"count": 4, "in_flight": 200, "timeout_s": timeout, "retry": retry, "retry_delay_s": 0.2},
+        "overhead": {"submit": "lognormal(0.1, 0.5)", "result": "lognormal(0.3, 0.8)"},
+    }
+    m = loadtest.run(scenario(tree), seed=1)
+    assert m["calls_issued"] == m["calls_completed"] + m["errors_total"] + m["calls_in_flight"]
+    assert m["errors_total"] > 0 or m["retries"] > 0  # the timeout does cut calls

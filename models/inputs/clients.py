@@ -516,13 +516,18 @@ class ClosedLoop(Load):
             self._rejected(call, kind)
 
     def _work_ended(self, call: int) -> None:
-        """The work of ``call`` ended: its way back drawn, and the next call's work and way out if one follows."""
+        """The work of ``call`` ended: its way back drawn, and the next call's work and way out if one follows. A
+        call whose caller stops waiting first (``clients.timeout_s``: its deadline at or before the back) is no
+        round trip: it goes back as an abandoned input (``done``), and the caller's retry is the timeout's."""
         client = self.log.client[call]
         back = self.env._now + self._back_of[client]()
-        if back < self.duration and call not in self._kinds:
+        deadline = self._deadline.get(call, math.inf) if self._timeout else math.inf
+        if back < self.duration and call not in self._kinds and back < deadline:
             self._next[call] = nxt = (self.work_of[client](), self._out_of[client]())
             if self._fused:
                 self._finished[call] = back
+                if self._timeout:  # back in time: the caller has it at ``back``, before its deadline
+                    self._deadline.pop(call, None)
                 self.sim.call_at(back + nxt[1], self._turn, call)
                 return
         self.sim.call_at(back, self.done, call)

@@ -24,6 +24,10 @@ the model, not a result, and ends the run with ``InvariantViolated`` (exit 1, on
   path ``overhead.submit`` + ``overhead.dispatch`` + ``overhead.result``, at their distributions' least values; on
   the HTTP path the proxy's hop each way, when constant).
 
+Tolerances: sums folded in different orders agree to ``REL``; a duration read from the clock (a response, a time in
+the system) is exact to ``CLOCK_ULPS`` ulps of the largest time the run reaches (``clock_tolerance``: for a run of
+2e7 s, 6e-8 s; of 1e9 s, 1.9e-6 s), so Little's law allows that per call and the latency floor that once.
+
 The ideal (``ideal_calls_per_s``, calls in flight ÷ mean call: docs/sources.md §1) is a steady rate, not a bound: a
 run's calls/s may pass it by chance (an open loop's arrivals are Poisson), and the counting rule counts the calls in
 flight at the start, N of them at t = 0, so calls/s is about ideal + N ÷ T: with no overhead and no limit at all the
@@ -49,6 +53,21 @@ if TYPE_CHECKING:
     from models.inputs.parts import Outcome
 
 REL = 1e-9  # float rounding of sums folded in other orders
+# The clock's resolution: a time t is held to math.ulp(t) (2.2e-16·t), so a duration read from the clock at time T
+# (a response: back − issued, less the work) carries a few ulps of T; the checks on single durations allow CLOCK_ULPS
+# ulps of the largest time a run reaches (``horizon``), on top of REL.
+CLOCK_ULPS = 8
+
+
+def horizon(sc: Scenario) -> float:
+    """The largest clock reading a run's calls can carry: past the duration, a drain of calls in flight, bounded by
+    twice the duration for what tolerances need (a call's times are within it, or the run is past its budget)."""
+    return 2.0 * sc.duration_s
+
+
+def clock_tolerance(sc: Scenario) -> float:
+    """What rounding of the clock can make a single duration differ from its exact value (``CLOCK_ULPS``)."""
+    return CLOCK_ULPS * math.ulp(horizon(sc))
 
 
 def violations(sc: Scenario, out: Outcome, metrics: dict) -> list[str]:
@@ -67,7 +86,9 @@ def violations(sc: Scenario, out: Outcome, metrics: dict) -> list[str]:
     span = sc.duration_s - sc.warmup_s
     lhs = n["overlap_calls"]
     rhs = n["in_system_calls_sum"] - n["past_end_calls"] + n["open_calls"] + n["before_calls"]
-    if not math.isclose(lhs, rhs, rel_tol=REL, abs_tol=1e-6 * span):
+    # each call's term is a duration read from the clock: its rounding, summed over the calls, besides REL
+    per_call = clock_tolerance(sc) * (m["calls_issued"] + 1)
+    if not math.isclose(lhs, rhs, rel_tol=REL, abs_tol=max(1e-6 * span, per_call)):
         found.append(f"Little's law: L·T = {lhs:.9g} call-s, but the window's terms add up to {rhs:.9g}")
     most = _most_back(sc, metrics, span)
     for key, what in (("calls_back", "calls back in the window"), ("calls", "calls issued in the window and back")):
@@ -80,7 +101,7 @@ def violations(sc: Scenario, out: Outcome, metrics: dict) -> list[str]:
         if not (math.isfinite(m[key]) and m[key] >= 0):
             found.append(f"{key} {m[key]!r} is not a finite rate >= 0")
     floor = least_added(sc)
-    if out.summary.added_min < floor - 1e-9 * max(1.0, floor):
+    if out.summary.added_min < floor - REL * max(1.0, floor) - clock_tolerance(sc):
         found.append(f"an added latency of {out.summary.added_min:.9g} s, below the legs' least {floor:.9g} s")
     shares = [v for k, v in m.items() if k.startswith("limit_share_")]
     total = sum(shares)
