@@ -163,7 +163,7 @@ FEWEST = 0.01
 
 # --- windows that cannot measure anything: the commands refuse them (the model's ``unmeasurable``, loadtest.py)
 def window_error(sc: Scenario) -> str | None:
-    """Why the scenario's run could measure nothing, naming the key to change (None: it can). Four rules:
+    """Why the scenario's run could measure nothing, naming the key to change (None: it can). The rules:
 
     - a call must be able to come back within the run: the shortest call (work's least value plus the legs' least)
       no longer than ``duration_s + drain_s``;
@@ -175,7 +175,9 @@ def window_error(sc: Scenario) -> str | None:
       fewer, and 99% of its runs see none);
     - a retried call must be retried within the run: the least first delay (``backoff``: backoff_base_s × 0.5, the
       jitter's least; ``exponential``: backoff_base_s; ``fixed``: retry_delay_s) shorter than ``duration_s +
-      drain_s``."""
+      drain_s``;
+    - a caller's timeout no shorter than the shortest call (else every call times out), and a fault
+      (``faults.crash_at_s``, ``faults.slow_at_s``) before the run ends (else nothing is faulted)."""
     run = sc.duration_s + sc.drain_s
     legs = least_added(sc)
     shortest = sc.work.low + legs
@@ -209,6 +211,15 @@ def window_error(sc: Scenario) -> str | None:
                 "percentiles measure nothing; lengthen the window or raise the rate"
             )
     c = sc.clients
+    if c.timeout_s and c.timeout_s < shortest:
+        return (
+            f"clients.timeout_s: {c.timeout_s:.4g} s is shorter than the shortest call ({shortest:.4g} s: work's "
+            "least plus the legs'): every call would time out"
+        )
+    f = sc.faults
+    for key, at, on in (("crash_at_s", f.crash_at_s, f.crash_containers), ("slow_at_s", f.slow_at_s, f.slow_s)):
+        if on and at >= run:
+            return f"faults.{key}: {at:.4g} s is after the run ends (duration_s + drain_s = {run:.4g} s): no fault"
     first = {"backoff": ("backoff_base_s", 0.5 * c.backoff_base_s), "exponential": ("backoff_base_s", c.backoff_base_s)}
     first["fixed"] = ("retry_delay_s", c.retry_delay_s)
     if c.retry in first and c.api == "single" and first[c.retry][1] >= run:

@@ -89,7 +89,7 @@ class _SandboxScenario(Described):
 
     def __post_init__(self) -> None:
         why = capacity_error(self.fleet, self.sandboxes) or faults.error(
-            self.faults, self.control_plane, self.fleet.workers
+            self.faults, self.control_plane, self.fleet.workers, self.horizon_s
         )
         if why:
             raise ValueError(why)

@@ -125,9 +125,14 @@ def any_on(fp: FaultParams) -> bool:
     return any(on(fp, f) for f in PLANES)
 
 
-def error(fp: FaultParams, plane: str, workers: int) -> str | None:
+def error(fp: FaultParams, plane: str, workers: int, horizon: float = math.inf) -> str | None:
     """Why the faults do not fit the scenario (one line naming the key), or None: a fault's key set on a plane the
-    fault does not apply to, a fault's start set while it is off, more workers dying than the fleet has."""
+    fault does not apply to, a fault's start set while it is off or at or after the run's ``horizon`` (nothing
+    would be faulted), more workers dying than the fleet has."""
+    for fault in PLANES:
+        if on(fp, fault) and getattr(fp, fault + "_at_s") >= horizon:
+            at = getattr(fp, fault + "_at_s")
+            return f"faults.{fault}_at_s: {at:g} s is at or after the run's end (horizon_s {horizon:g} s): no fault"
     for fault, planes in PLANES.items():
         changed = [k for k in keys_of(fault) if getattr(fp, k) != getattr(DEFAULTS, k)]
         if changed and plane not in planes:
