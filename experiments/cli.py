@@ -49,9 +49,28 @@ class ArgParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
+    def add_argument(self, *args: Any, **kwargs: Any) -> Any:
+        """A number flag reads ASCII numbers only: ``int("１")`` is 1 to Python, but a scenario file's parser (TOML)
+        refuses it, and the two would disagree."""
+        if kwargs.get("type") in (int, float):
+            kwargs["type"] = ascii_number(kwargs["type"])
+        return super().add_argument(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         print(f"{self.prog}: {one_line(message)}", file=sys.stderr)
         sys.exit(BAD_INPUT)
+
+
+def ascii_number(cast: type) -> Callable[[str], Any]:
+    """``cast`` (int or float) of ASCII text only; argparse names the flag and the value when it raises."""
+
+    def parse(text: str) -> Any:
+        if not text.isascii():
+            raise ValueError(text)
+        return cast(text)
+
+    parse.__name__ = cast.__name__  # (argparse says "invalid int value")
+    return parse
 
 
 def out_path(text: str) -> Path:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from experiments.cli import load_scenario, run_scenario
 from experiments.spec import check_runs
@@ -131,11 +132,15 @@ def recovery_question(
     check_runs("whatif recovery", len(sizes) * seeds, sum(sizes) / len(sizes), MODELS[sc.model], how, "fewer --seeds")
     out: dict[str, Any] = {"spike_at_s": at_s, "spike_length_s": length_s, "band": band, "policies": {}}
     figures: dict[str, dict] = {}
+    bar = tqdm(total=len(sizes) * seeds, unit="run", desc="simulations", disable=None, delay=3.0, leave=False)
     for name in names:
         rows, edge, broken = [], None, False
         for f in factors:
             shape = f"arrivals.shape=spike({at_s:g}, {length_s:g}, {f:g})"
-            runs = [measure(scenario, [*sets, *policy_sets(name), shape], params, s, band) for s in range(seeds)]
+            runs = []
+            for s in range(seeds):
+                runs.append(measure(scenario, [*sets, *policy_sets(name), shape], params, s, band))
+                bar.update()
             mets = [r for r, _ in runs]
             rec = [m["recovery_s"] for m in mets if m["recovered"]]
             row = {
@@ -151,6 +156,7 @@ def recovery_question(
             edge = edge if broken else f
             figures[name] = runs[0][1]
         out["policies"][name] = {"rows": rows, "edge": edge}
+    bar.close()
     out["pre_trigger_calls_per_s"] = mets[0]["pre_trigger_calls_per_s"]
     return out, figures
 

@@ -170,7 +170,10 @@ def _coerce(tp: Any, value: Any, f: dataclasses.Field, key: str, base_dir: Path 
     elif tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ScenarioError(f"{key}: expected a number, got {value!r}")
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:  # an integer of hundreds of digits
+            raise ScenarioError(f"{key}: must be within ±{MAX_MAGNITUDE:g} (the range the model computes in)") from None
         if math.isnan(value):
             raise ScenarioError(f"{key}: expected a number, got nan")
         if math.isinf(value):
