@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from models.registry import MODELS
+from sim import files
 from sim.dists import Dist
 from sim.metrics import Metric, Metrics
 from sim.model import Model
@@ -413,7 +414,7 @@ def write(out: Path) -> list[Path]:
     written = []
     for name, page in PAGES.items():
         path = out / name
-        path.write_text(page().rstrip("\n") + "\n", encoding="utf-8")
+        files.write_text(path, page().rstrip("\n") + "\n")
         written.append(path)
     return written
 

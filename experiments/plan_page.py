@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import math
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from matplotlib.ticker import FuncFormatter
 
 from experiments import plan as plan_
 from experiments.plots import LIMIT_COLOURS, WAY_COLOURS
+from sim import files
 
 STYLE = (
     "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;"
@@ -37,11 +37,9 @@ STYLE = (
 
 
 def _png(fig: plt.Figure, path: Path) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    png = files.write_figure(fig, path, dpi=110, bbox_inches="tight")
     plt.close(fig)
-    data = base64.b64encode(buf.getvalue()).decode()
+    data = base64.b64encode(png).decode()
     return f'<img alt="{path.stem}" src="data:image/png;base64,{data}">'
 
 
@@ -178,5 +176,5 @@ def page(out: dict, every: list[plan_.Option], path: Path) -> Path:
 <h2>The Function as described</h2><p class="muted">scenario {html.escape(str(out["scenario"]))}, settings
 {html.escape(", ".join(out["sets"]))}</p></body></html>"""
     target = path / "plan.html"
-    target.write_text(body)
+    files.write_text(target, body)
     return target

@@ -27,6 +27,7 @@ from experiments.cli import load_scenario, run_scenario
 from experiments.spec import check_runs
 from models.inputs.recovery import BAND, bin_for, recovery
 from models.registry import MODELS
+from sim import files
 from sim.scenario import ScenarioError
 
 DEFAULTS = (
@@ -212,7 +213,7 @@ def figure(figures: dict[str, dict], out: dict, folder: Path) -> Path:
     fig.tight_layout()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "recovery.png"
-    fig.savefig(path, dpi=100)
+    files.write_figure(fig, path, dpi=100)
     plt.close(fig)
     return path
 
@@ -237,8 +238,9 @@ def page(out: dict, png: Path, folder: Path) -> Path:
         f"<img alt='recovery around the largest spike' src='data:image/png;base64,{image}'>"
     )
     path = folder / "recovery.html"
-    path.write_text(
+    files.write_text(
+        path,
         f"<!doctype html><html><head><meta charset='utf-8'><title>What-if: recovery</title><style>{STYLE}</style>"
-        f"</head><body>{body}</body></html>"
+        f"</head><body>{body}</body></html>",
     )
     return path

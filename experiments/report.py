@@ -255,7 +255,7 @@ def make_report(
     pngs = []
     for name, fig in figures:
         path = out / f"{name}.png"
-        fig.savefig(path, dpi=110, bbox_inches="tight")
+        files.write_figure(fig, path, dpi=110, bbox_inches="tight")
         plt.close(fig)
         pngs.append(path)
 
@@ -299,7 +299,7 @@ table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ccc;pa
 <h2>Versions</h2><pre>{html.escape(json.dumps(versions(), indent=1))}</pre>
 </body></html>"""
     path = out / "report.html"
-    path.write_text(page)
+    files.write_text(path, page)
     return path
 
 

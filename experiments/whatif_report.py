@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import math
 from pathlib import Path
 from typing import Any
 
 from experiments.cli import human
+from sim import files
 
 
 def words(out: dict) -> list[str]:
@@ -146,9 +146,7 @@ def frontier_report(out: dict, every: list[Any], path: Path) -> Path:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
         ax.set_title("Autoscaler settings: latency against cost")
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-        fig.savefig(path / "frontier.png", dpi=110, bbox_inches="tight")
+        png = files.write_figure(fig, path / "frontier.png", dpi=110, bbox_inches="tight")
     finally:
         plt.close(fig)
     rows = "".join(
@@ -169,9 +167,9 @@ def frontier_report(out: dict, every: list[Any], path: Path) -> Path:
         f"<!doctype html><html><head><meta charset='utf-8'><title>What-if: autoscaler</title><style>{STYLE}</style>"
         f"</head><body><h1>What-if: autoscaler settings</h1>{body}"
         f"<h2>The options</h2><table>{options}</table>"
-        f"<h2>Latency against cost</h2><img src='data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}'>"
+        f"<h2>Latency against cost</h2><img src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
         "<h2>The frontier</h2><table><tr><th>configuration</th><th>p99 added (s)</th>"
         f"<th>container-s</th><th>cost $</th></tr>{rows}</table></body></html>"
     )
-    (path / "whatif.html").write_text(page)
+    files.write_text(path / "whatif.html", page)
     return path / "whatif.html"

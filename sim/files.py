@@ -207,13 +207,31 @@ def read_json(path: str | os.PathLike, what: str = "a JSON file", cap: int = JSO
     return doc
 
 
-def write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all: into a file beside it, then renamed over it (a full disk
-    leaves the old file, or none, never half a file; the OSError goes to the command's guard: one line, exit 1)."""
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole or not at all: into a file beside it, then renamed over it (a full disk
+    leaves the old file, or none, never half a file). The OSError names ``path`` (the command's guard: one line,
+    exit 1)."""
     target = Path(path)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(text)
+        tmp.write_bytes(data)
         os.replace(tmp, target)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(target)) from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """``write_bytes`` of ``text`` in UTF-8."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_figure(fig: Any, path: str | os.PathLike, **savefig: Any) -> bytes:
+    """A matplotlib figure as PNG at ``path`` (``write_bytes``: whole or not at all); the bytes written."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", **savefig)
+    write_bytes(path, buf.getvalue())
+    return buf.getvalue()

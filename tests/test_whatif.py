@@ -76,7 +76,7 @@ def test_drain_says_how_long_and_what_binds(capsys):
         (["drain", "--calls", "1e9"], "--calls"),
         (["drain", "--calls", "10", "--seeds", "0"], "--seeds"),
         (["autoscaler", "--buffers", "a"], "--buffers"),
-        (["autoscaler", "--shape", "sine(1)"], "arrivals.shape"),
+        (["autoscaler", "--shape", "sine(1)"], "--shape"),
         (["capacity", "--rate", "10", "--scenario", "nosuch"], "nosuch"),
     ],
 )
