@@ -304,14 +304,15 @@ def test_the_project_hides_only_its_own_source_from_a_container() -> None:
 
 
 def test_a_port_out_of_range_or_in_use_is_one_line_exit_2_and_no_folder_is_left(tmp_path: Path) -> None:
-    import glob
+    import os
     import socket
 
+    work = tmp_path / "tmp"  # the stand-in's work folder goes under TMPDIR: this test's own
+    work.mkdir()
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        before = set(glob.glob("/tmp/scalesim-standin-*"))
         for argv, says in (
             (["--port", "-1"], "--port: a TCP port"),
             (["--proxy-port", "70000"], "--proxy-port: a TCP port"),
@@ -319,9 +320,9 @@ def test_a_port_out_of_range_or_in_use_is_one_line_exit_2_and_no_folder_is_left(
             (["--proxy-port", str(port)], f"--proxy-port {port}: cannot listen"),
         ):
             cmd = [sys.executable, "-m", "calibration.standin", *argv]
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env={**os.environ, "TMPDIR": str(work)})
             assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and says in r.stderr, r.stderr
-        assert set(glob.glob("/tmp/scalesim-standin-*")) <= before  # its work folder goes with it
+    assert not list(work.iterdir())  # its work folder goes with it
 
 
 def test_an_unreachable_modal_is_one_line_exit_2_at_once_and_nothing_is_stopped(tmp_path: Path) -> None:
