@@ -172,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
 def parse_counts(text: str) -> list[int]:
     """``--counts``: positive integers separated by commas."""
     try:
+        if not text.isascii():  # int() reads full-width digits; every other number flag does not
+            raise ValueError(text)
         counts = [int(c) for c in text.split(",")]
     except ValueError:
         raise ScenarioError(f"--counts: expected integers separated by commas, got {text!r}") from None
