@@ -100,7 +100,7 @@ def validate(args: argparse.Namespace) -> None:
         if o.bounds is None or v is None:
             continue
         (lo, hi), name = o.bounds, o.flag
-        if not (isinstance(v, int | float) and math.isfinite(v) and lo <= v <= hi):
+        if not (isinstance(v, int | float) and lo <= v <= hi and math.isfinite(v)):  # (an int beyond floats: out)
             raise ScenarioError(f"{name}: expected a number in [{lo:g}, {hi:g}], got {v!r}")
     if args.work_min > args.work_max:
         raise ScenarioError(f"--work-min: {args.work_min:g} is above --work-max {args.work_max:g}")

@@ -62,10 +62,11 @@ class ArgParser(argparse.ArgumentParser):
 
 
 def ascii_number(cast: type) -> Callable[[str], Any]:
-    """``cast`` (int or float) of ASCII text only; argparse names the flag and the value when it raises."""
+    """``cast`` (int or float) of ASCII text of at most 40 characters; argparse names the flag and the value when
+    it raises."""
 
     def parse(text: str) -> Any:
-        if not text.isascii():
+        if not text.isascii() or len(text) > 40:  # (a number of hundreds of digits fits no float)
             raise ValueError(text)
         return cast(text)
 

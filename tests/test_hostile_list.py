@@ -15,6 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from calibration import fit as fit_cmd
+from calibration import run as calibration_run
 from experiments import compare as compare_cmd
 from experiments import faults as faults_cmd
 from experiments import run as run_cmd
@@ -83,6 +84,11 @@ FLAGS: dict[str, tuple[Callable[[list[str]], int], list[str], list[str]]] = {
         fit_cmd.main,
         ["--quick", "--seeds", "1", "--candidate", "baseline"],
         ["--seeds", "--max-evals", "--profile-points", "--range"],
+    ),
+    "calibration.run": (
+        calibration_run.main,
+        ["spawn", "--dry-run"],
+        ["--clients", "--calls", "--duration", "--drain", "--work-min", "--work-max", "--max-inputs", "--run-id"],
     ),
     "compare": (compare_cmd.main, ["mmc", "--set", "duration_s=2000", "--out", "c.png"], ["--seed", "--title"]),
 }
