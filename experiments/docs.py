@@ -42,6 +42,7 @@ COMMANDS = (
     "experiments.bench",
     "calibration.run",
     "calibration.fit",
+    "calibration.plausible",
     "calibration.recovery",
     "experiments.docs",
 )
@@ -346,7 +347,7 @@ def _columns() -> Iterator[None]:
 
 def _commands() -> dict[str, Any]:
     """The modules of COMMANDS, imported by name here (no computed import: tests/test_layout.py walks imports)."""
-    from calibration import fit, recovery
+    from calibration import fit, plausible, recovery
     from calibration import run as calibration_run
     from experiments import bench, compare, faults, report, run, sweep, whatif
 
@@ -360,6 +361,7 @@ def _commands() -> dict[str, Any]:
         "experiments.bench": bench,
         "calibration.run": calibration_run,
         "calibration.fit": fit,
+        "calibration.plausible": plausible,
         "calibration.recovery": recovery,
         "experiments.docs": sys.modules[__name__],
     }
