@@ -138,6 +138,8 @@ def trace_targets(tr: trace.Trace, seed: int = 0, name: str | None = None) -> tu
         raise ScenarioError(f"{tr.path}: the trace holds no calls")
     if not table["finished"].notna().any():
         raise ScenarioError(f"{tr.path}: no call came back (every 'finished' is NaN): not a measurement to fit")
+    if not (table["kind"] == "").any():  # (calibration.run keeps such a run's trace as WHAT.failed)
+        raise ScenarioError(f"{tr.path}: no call succeeded (every call has an error kind): not a measurement to fit")
     draws: dict[str, list[float]] = {k: [] for k in STATISTICS}
     for _ in range(RESAMPLES):
         resampled = trace.statistics(table.iloc[rng.integers(0, n, n)], window)

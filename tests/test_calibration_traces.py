@@ -299,10 +299,13 @@ def test_calls_that_never_came_back_are_unfinished_and_no_trace_of_them_is_fitte
     assert unmeasured(few, drained=True) is None
     none_back = calls_table([_row(0, 0.0, [1.0], True), _row(1, 0.0, [1.0], True)])
     assert "none of the 2 calls came back" in unmeasured(none_back, drained=True)
-    failed = table.assign(kind="other", finished=1.0)
+    failed = table.assign(kind="other", finished=table["issued"] + 1.0)
     assert "none of the 200 calls succeeded (other 200" in unmeasured(failed, drained=True)
     manifest = {"kind": "calls", "what": "spawn", "source": "modal", "window": [0, 60],
                 "scenario": {"preset": "loadtest-spawn", "set": {}}}  # fmt: skip
     path = trace.write(tmp_path / "t", manifest, none_back.drop(columns=["container", "ended"]))
     assert fit_main([str(path), "--quick", "--seeds", "1"]) == 2
     assert "no call came back" in capsys.readouterr().err
+    path = trace.write(tmp_path / "f", manifest, failed.drop(columns=["container", "ended"]))
+    assert fit_main([str(path), "--quick", "--seeds", "1"]) == 2
+    assert "no call succeeded" in capsys.readouterr().err
