@@ -174,9 +174,8 @@ def test_a_table_written_with_other_columns_is_not_appended_to(tmp_path):
     results = out / "results.csv"
     lines = results.read_text().splitlines()
     results.write_text("\n".join([lines[0].replace(",wait_mean_s,", ",wait_s,"), *lines[1:]]) + "\n")
-    (out / "results.csv").with_name("spec.json").unlink()  # (the same sweep otherwise)
     with pytest.raises(ScenarioError, match=r"written with other columns .*wait_mean_s differ"):
-        api.sweep("mmc", factors={"arrivals.rate": [5, 9]}, out=out)
+        api.sweep("mmc", factors={"arrivals.rate": [5]}, out=out)  # (the same sweep: its spec.json agrees)
 
 
 def test_the_report_explains_its_headline_metrics_from_the_declaration(tmp_path):

@@ -176,7 +176,8 @@ def window_error(sc: Scenario) -> str | None:
     - a retried call must be retried within the run: the least first delay (``backoff``: backoff_base_s × 0.5, the
       jitter's least; ``exponential``: backoff_base_s; ``fixed``: retry_delay_s) shorter than ``duration_s +
       drain_s``;
-    - a caller's timeout no shorter than the shortest call (else every call times out), and a fault
+    - without retries, a caller's timeout no shorter than the shortest call (else every call times out and
+      fails: with retries, a storm of abandoned inputs is a study of its own), and a fault
       (``faults.crash_at_s``, ``faults.slow_at_s``) before the run ends (else nothing is faulted)."""
     run = sc.duration_s + sc.drain_s
     legs = least_added(sc)
@@ -211,10 +212,10 @@ def window_error(sc: Scenario) -> str | None:
                 "percentiles measure nothing; lengthen the window or raise the rate"
             )
     c = sc.clients
-    if c.timeout_s and c.timeout_s < shortest:
+    if c.timeout_s and c.timeout_s < shortest and c.retry == "none":
         return (
             f"clients.timeout_s: {c.timeout_s:.4g} s is shorter than the shortest call ({shortest:.4g} s: work's "
-            "least plus the legs'): every call would time out"
+            "least plus the legs'): every call would time out, and with clients.retry none fail"
         )
     f = sc.faults
     for key, at, on in (("crash_at_s", f.crash_at_s, f.crash_containers), ("slow_at_s", f.slow_at_s, f.slow_s)):
