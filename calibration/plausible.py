@@ -55,9 +55,7 @@ def annotate(path: Path, jobs: int, seeds: list[int], extra: list[str] = ()) -> 
         "extra": list(extra),
         "ways": {way: way_of(way) for way in APPROACHES},
     }
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    tmp.replace(path)
+    files.write_text(path, json.dumps(doc, indent=1) + "\n")
     return len(jobs_list)
 
 
