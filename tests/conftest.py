@@ -1,46 +1,33 @@
-"""Shared helpers: build scenarios from presets or plain dicts; a run's records as arrays.
-
-``scenario(tree)`` builds a scenario with the switchable mechanisms off (calibration/candidates.py ``OFF``: no
-per-call overhead, a plain start bucket, one container per decision sized to the inputs in the system, no server CPU)
-beneath whatever the tree sets: the exact traces and invariants here check the machinery, and each mechanism is
-switched on explicitly where it is tested (tests/test_mechanisms.py). ``preset`` keeps the code's defaults (the
-fitted model).
-"""
+"""The tests' fixtures and lanes. ``pytest --fast`` is the fast lane: it leaves out the tests marked ``slow``
+(subprocess end-to-end runs, the browser, Hypothesis at CI counts, replications against theory) and runs each
+property with a tenth of its examples (tests/support.py ``examples``); ``pytest`` runs every lane. Shared helpers are
+in tests/support.py."""
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+import os
+from collections.abc import Iterator
+
 import pytest
 
-from calibration.candidates import OFF
-from experiments.cli import load_scenario
-from models.inputs.loadtest import Scenario
-from sim.scenario import build, merge, parse_value, set_dotted
-
-MECHANISMS_OFF: dict = {}
-for _key, _value in OFF.items():
-    set_dotted(MECHANISMS_OFF, _key, parse_value(_value))
+from experiments.cli import BUDGET_ENV
+from tests.support import FUZZ_BUDGET, LANE
 
 
-def mechanisms_off(tree: dict) -> dict:
-    """``tree`` over MECHANISMS_OFF: every mechanism the tree does not set is off."""
-    return merge(MECHANISMS_OFF, tree)
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fast", action="store_true", help="the fast lane: no slow tests, fewer Hypothesis examples")
 
 
-def scenario(tree: dict) -> Scenario:
-    """The scenario of ``tree`` with every mechanism it does not set switched off."""
-    return build(Scenario, mechanisms_off(tree))
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--fast"):
+        os.environ[LANE] = "fast"  # before the test modules are imported: their example counts read it
 
 
-def preset(name: str, *sets: str) -> Scenario:
-    return load_scenario(name, list(sets), [])
-
-
-def columns(records: pd.DataFrame) -> dict[str, np.ndarray]:
-    """A load test's records (``run(..., records=True)["records"]``) as one numpy array per column, the form
-    ``models.inputs.summary.summarize`` takes."""
-    return {c: records[c].to_numpy() for c in records.columns}
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--fast"):
+        slow = [item for item in items if item.get_closest_marker("slow")]
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
 
 
 @pytest.fixture
@@ -55,3 +42,15 @@ def tiny() -> dict:
         "limits": {"enabled": False},
         "clients": {"count": 1, "in_flight": 3},
     }
+
+
+@pytest.fixture(scope="module")
+def env_budget() -> Iterator[None]:
+    """The fuzz suites' run-size budget (``SCALESIM_BUDGET`` = FUZZ_BUDGET) for a module's tests."""
+    old = os.environ.get(BUDGET_ENV)
+    os.environ[BUDGET_ENV] = FUZZ_BUDGET
+    yield
+    if old is None:
+        del os.environ[BUDGET_ENV]
+    else:
+        os.environ[BUDGET_ENV] = old
