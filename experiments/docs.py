@@ -312,11 +312,22 @@ def declarations() -> list[tuple[str, Metrics]]:
     any."""
     from models import coldstart
     from models.inputs import loadtest, monitor, overhead, parts, recovery, summary
-    from models.sandboxes import creation
     from models.sandboxes import faults as sandbox_faults
+    from models.sandboxes import summary as sandbox_summary
     from sim import metrics
 
-    modules = (metrics, summary, parts, monitor, overhead, loadtest, recovery, creation, sandbox_faults, coldstart)
+    modules = (
+        metrics,
+        summary,
+        parts,
+        monitor,
+        overhead,
+        loadtest,
+        recovery,
+        sandbox_summary,
+        sandbox_faults,
+        coldstart,
+    )
     seen: set[int] = set()
     out = []
     for module in modules:

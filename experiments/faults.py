@@ -3,10 +3,11 @@
 
 ``python -m experiments.faults [--counts 100000,1000000] [--length 5] [--dead 1000] [--seed 0] [--out FILE.md]``
 
-For each preset (sandboxes-v1, sandboxes-v2, sandboxes-k8s), each ``sandboxes.count`` and each variant of the preset
-(v2's scheduler outage is run with the preset's 32 schedulers and with one), a run without faults gives the makespan
-and the records; each fault then begins at the middle of that makespan and lasts ``--length`` seconds (a worker death
-kills ``--dead`` workers there, their sandboxes lost). Every run is the preset's with ``--set`` keys only, and the
+For each control plane's preset (sandboxes-v1, sandboxes-v2, sandboxes-k8s: the planes' ``PRESET``, in their
+``ORDER``), each ``sandboxes.count`` and each variant of the preset (the plane's ``FAULT_VARIANTS``: v2's scheduler
+outage is run with the preset's 32 schedulers and with one), a run without faults gives the makespan and the
+records; each fault then begins at the middle of that makespan and lasts ``--length`` seconds (a worker death kills
+``--dead`` workers there, their sandboxes lost). Every run is the preset's with ``--set`` keys only, and the
 same seed, so one command reproduces the table.
 
 Columns: the fault's start, the makespan without and with it, the creation rate (sandboxes becoming running per
@@ -26,20 +27,12 @@ import numpy as np
 
 from experiments.cli import ArgParser, check_out, check_size, load_scenario, main_guard, out_path, run_scenario
 from models.sandboxes import faults
+from models.sandboxes.planes import PLANES, ControlPlane
 from sim import files
 from sim.scenario import ScenarioError
 
-PRESETS = {"modal-v1": "sandboxes-v1", "modal-v2": "sandboxes-v2", "kubernetes": "sandboxes-k8s"}
-FAULTS = {
-    "modal-v1": [("postgres_failover", ()), ("worker_death", ())],
-    "modal-v2": [
-        ("scheduler_down", ()),
-        ("scheduler_down", ("scheduler.count=1",)),
-        ("stream_stall", ()),
-        ("worker_death", ()),
-    ],
-    "kubernetes": [("etcd_election", ()), ("worker_death", ())],
-}
+# the planes in the table's order (their ``ORDER``), each with its preset and faults (models/sandboxes/planes/)
+IN_ORDER = sorted(PLANES.values(), key=lambda plane: plane.ORDER)
 COLUMNS = (
     "plane",
     "fault",
@@ -64,18 +57,29 @@ def fault_sets(fault: str, at: float, length: float, dead: int) -> list[str]:
     return [f"faults.{fault}_at_s={at}", f"faults.{fault}_s={length}"]
 
 
+def fault_runs(plane: type[ControlPlane]) -> list[tuple[str, tuple[str, ...]]]:
+    """A plane's runs in the table: each fault that applies to it (``FAULTS``), and after it the same with the keys
+    of its variant (``FAULT_VARIANTS``), if it has one."""
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for fault in plane.FAULTS:
+        out.append((fault, ()))
+        if fault in plane.FAULT_VARIANTS:
+            out.append((fault, plane.FAULT_VARIANTS[fault]))
+    return out
+
+
 def rows(counts: list[int], length: float, dead: int, seed: int, planes: tuple[str, ...] | None = None) -> list[dict]:
     """One row per (plane, fault, count): the fault's figures and the run's wall time; ``planes``: only these."""
     out = []
-    for plane, preset in PRESETS.items():
-        if planes is not None and plane not in planes:
+    for plane in IN_ORDER:
+        if planes is not None and plane.name not in planes:
             continue
         for count in counts:
             base_sets = [f"sandboxes.count={count}"]
             bases: dict[tuple[str, ...], tuple[float, np.ndarray, np.ndarray]] = {}  # each variant's no-fault run
-            for fault, extra in FAULTS[plane]:
+            for fault, extra in fault_runs(plane):
                 if extra not in bases:
-                    b = run_scenario(load_scenario(preset, [*base_sets, *extra], []), seed=seed, records=True)
+                    b = run_scenario(load_scenario(plane.PRESET, [*base_sets, *extra], []), seed=seed, records=True)
                     rec = b["records"]
                     bases[extra] = (
                         float(b["creation_makespan_s"]),
@@ -84,7 +88,7 @@ def rows(counts: list[int], length: float, dead: int, seed: int, planes: tuple[s
                     )
                 makespan, requested, running = bases[extra]
                 at = round(makespan / 2, 2)
-                sc = load_scenario(preset, [*base_sets, *extra, *fault_sets(fault, at, length, dead)], [])
+                sc = load_scenario(plane.PRESET, [*base_sets, *extra, *fault_sets(fault, at, length, dead)], [])
                 m = run_scenario(sc, seed=seed)
                 a, e = faults.window(sc.faults)
                 name = fault + (f" ({', '.join(extra)})" if extra else "")
@@ -95,7 +99,7 @@ def rows(counts: list[int], length: float, dead: int, seed: int, planes: tuple[s
                 recovery = m["fault_recovery_s"]
                 out.append(
                     {
-                        "plane": plane,
+                        "plane": plane.name,
                         "fault": name,
                         "sandboxes": count,
                         "fault at s": at,
@@ -155,11 +159,11 @@ def main(argv: list[str] | None = None) -> int:
             raise ScenarioError(f"--seed: a seed is 0 or more, not {a.seed}")
         if a.out is not None:
             check_out(a.out)
-        for plane, preset in PRESETS.items():  # every run's scenario is checked before the first runs (and sized)
+        for plane in IN_ORDER:  # every run's scenario is checked before the first runs (and sized)
             for count in counts:
-                for fault, extra in FAULTS[plane]:
+                for fault, extra in fault_runs(plane):
                     sets = [f"sandboxes.count={count}", *extra, *fault_sets(fault, 1.0, a.length, a.dead)]
-                    check_size(load_scenario(preset, sets, []))
+                    check_size(load_scenario(plane.PRESET, sets, []))
         text = table(rows(counts, a.length, a.dead, a.seed))
         print(text)
         if a.out:

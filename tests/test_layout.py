@@ -10,8 +10,8 @@ import pytest
 from models.inputs.approaches import APPROACHES
 from models.inputs.loadtest import Scenario
 from models.registry import MODELS
-from models.sandboxes.creation import SandboxScenario
 from models.sandboxes.planes import PLANES
+from models.sandboxes.scenario import SandboxScenario
 from sim.scenario import schema_keys
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,7 +145,16 @@ def reach(graph: dict[str, set[str]], start: str) -> set[str]:
 
 # what sits above each family: the modules that build a run from its members, and the commands
 ABOVE = {
-    "models.sandboxes.planes.base": ("models.sandboxes.creation", "models.registry", "experiments.", "calibration."),
+    "models.sandboxes.planes.base": (
+        "models.sandboxes.scenario",
+        "models.sandboxes.client",
+        "models.sandboxes.summary",
+        "models.sandboxes.budget",
+        "models.sandboxes.creation",
+        "models.registry",
+        "experiments.",
+        "calibration.",
+    ),
     "models.inputs.approaches.base": (
         "models.inputs.loadtest",
         "models.inputs.parts",

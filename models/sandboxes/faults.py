@@ -5,8 +5,8 @@ coordination cost, no single point of failure"; v1's unsharded Postgres on the c
 Each fault is a timed event of the ``faults`` section: ``<fault>_at_s`` (when it begins, in simulated seconds) and
 ``<fault>_s`` (how long it lasts); a fault is on when its length (for ``worker_death``, its ``worker_death_workers``)
 is above zero, and every default is off, so a scenario without faults runs exactly as it does with no ``faults``
-section. A fault applies to the planes where it means something (``PLANES``); a key of a fault set on another plane is
-an error naming the key.
+section. A fault applies to the planes where it means something (each plane's ``FAULTS``:
+models/sandboxes/planes/); a key of a fault set on another plane is an error naming the key.
 
 - ``scheduler_down`` (modal-v2): scheduler server 0 dies and restarts after the length (its cache of its own
   placements lost). The load balancer keeps routing to it (no health check is modelled: an assumption); a create
@@ -38,6 +38,7 @@ fault are those requested before the window's end and running at or after its st
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
@@ -47,14 +48,8 @@ from sim.metrics import Metric, Metrics
 from sim.scenario import param
 from sim.stats import NAN
 
-# where each fault means something
-PLANES = {
-    "scheduler_down": ("modal-v2",),
-    "stream_stall": ("modal-v2",),
-    "postgres_failover": ("modal-v1",),
-    "etcd_election": ("kubernetes",),
-    "worker_death": ("modal-v2", "modal-v1", "kubernetes"),
-}
+# every fault, by the prefix of its keys (which planes each applies to: their ``FAULTS``)
+FAULTS = ("scheduler_down", "stream_stall", "postgres_failover", "etcd_election", "worker_death")
 
 
 def _at(fault: str) -> Any:
@@ -122,18 +117,21 @@ def on(fp: FaultParams, fault: str) -> bool:
 
 
 def any_on(fp: FaultParams) -> bool:
-    return any(on(fp, f) for f in PLANES)
+    return any(on(fp, f) for f in FAULTS)
 
 
-def error(fp: FaultParams, plane: str, workers: int, horizon: float = math.inf) -> str | None:
+def error(
+    fp: FaultParams, plane: str, applies: Mapping[str, tuple[str, ...]], workers: int, horizon: float = math.inf
+) -> str | None:
     """Why the faults do not fit the scenario (one line naming the key), or None: a fault's key set on a plane the
-    fault does not apply to, a fault's start set while it is off or at or after the run's ``horizon`` (nothing
-    would be faulted), more workers dying than the fleet has."""
-    for fault in PLANES:
+    fault does not apply to (``applies``: each fault's planes), a fault's start set while it is off or at or after
+    the run's ``horizon`` (nothing would be faulted), more workers dying than the fleet has."""
+    for fault in FAULTS:
         if on(fp, fault) and getattr(fp, fault + "_at_s") >= horizon:
             at = getattr(fp, fault + "_at_s")
             return f"faults.{fault}_at_s: {at:g} s is at or after the run's end (horizon_s {horizon:g} s): no fault"
-    for fault, planes in PLANES.items():
+    for fault in FAULTS:
+        planes = applies[fault]
         changed = [k for k in keys_of(fault) if getattr(fp, k) != getattr(DEFAULTS, k)]
         if changed and plane not in planes:
             return (
@@ -150,7 +148,7 @@ def error(fp: FaultParams, plane: str, workers: int, horizon: float = math.inf) 
 def window(fp: FaultParams) -> tuple[float, float]:
     """The fault window: the earliest fault's start to the latest one's end (module docstring)."""
     spans = []
-    for fault in PLANES:
+    for fault in FAULTS:
         if on(fp, fault):
             at = getattr(fp, fault + "_at_s")
             length = fp.worker_death_detect_s if fault == "worker_death" else getattr(fp, fault + "_s")

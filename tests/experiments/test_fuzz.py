@@ -154,7 +154,7 @@ def test_a_sweep_from_any_factors_is_a_spec_or_one_named_error(factors, sets, se
 # (often all: the fault happens), now and then another fault's key or a key of the recovery figures, on any of the
 # three planes (a fault of another plane is an error naming the key).
 FAULT_KEYS = sorted(k for k in KEYS["sandboxes-v2"] if k.startswith("faults."))
-FAULTS = sorted(sandbox_faults.PLANES)
+FAULTS = sorted(sandbox_faults.FAULTS)
 fault_values = st.one_of(
     values,
     st.sampled_from(["0", "0.2", "1", "3", "10", "49", "50", "51", "1e-9", "1e6", "1e12", "-1", "inf", "nan"]),

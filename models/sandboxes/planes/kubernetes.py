@@ -24,18 +24,22 @@ priority queues and the scheduler's backoff.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from models.sandboxes import faults
 from models.sandboxes.fleet import Fleet, Meter, Server, Servers
 from models.sandboxes.placement import least_of, worker_draws
-from models.sandboxes.planes.base import Client, ControlPlane, Scenario
+from models.sandboxes.planes.base import Client, ControlPlane, Cost, Scenario
 from sim.engine import Sim
 from sim.metrics import Metric, Metrics
 from sim.rng import Streams
 from sim.scenario import param
 
 LEASE_CHUNK = 2**16  # lease renewals booked between two checks of the run's budget (sim/engine.py ``Sim.charge``)
+LEASE_EVENTS = 1 / 8  # a lease renewal booked, as events of the run's budget
+# what the renewals are in the run's estimate and budget, and how to make fewer (models/sandboxes/budget.py)
+LEASES = ("node lease renewals", "lengthen kubernetes.lease_interval_s (or fewer fleet.workers)")
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,9 @@ class Kubernetes(ControlPlane):
         ),
     )
     Params = KubernetesParams
+    FAULTS = ("etcd_election", "worker_death")
+    PRESET = "sandboxes-k8s"
+    ORDER = 3
 
     def __init__(self, sim: Sim, sc: Scenario, streams: Streams, fleet: Fleet, creation: Client) -> None:
         super().__init__(sim, sc, streams, fleet, creation)
@@ -238,11 +245,21 @@ class Kubernetes(ControlPlane):
         n = round(self.nodes / self.p.lease_interval_s)
         for start in range(0, n, LEASE_CHUNK):  # each chunk counted against the run's budget (a renewal: 1/8 event)
             chunk = min(LEASE_CHUNK, n - start)
-            self.sim.charge(chunk >> 3, "Kubernetes._leases")
+            self.sim.charge(chunk >> 3, self._leases.__qualname__)
             for _ in range(chunk):
                 self.etcd.done_at(self.etcd_service)
         self.lease_writes += n
         self.sim.call_in(1.0, self._leases)
+
+    @classmethod
+    def events_per_s(cls, sc: Scenario) -> Cost:
+        """Every node's lease renewal each ``lease_interval_s``, each ``LEASE_EVENTS``."""
+        interval = getattr(sc, cls.section).lease_interval_s
+        return {LEASES[0]: (sc.fleet.workers / interval * LEASE_EVENTS, LEASES[1])}
+
+    @classmethod
+    def grows(cls) -> dict[Callable, tuple[str, str]]:
+        return {cls._leases: LEASES}
 
     def extra_metrics(self) -> dict:
         return {"etcd_writes": self.etcd_writes, "lease_writes": self.lease_writes, "binding_waits": self.binding_waits}

@@ -60,6 +60,9 @@ class ModalV1(ControlPlane):
         ),
     )
     Params = PostgresParams
+    FAULTS = ("postgres_failover", "worker_death")
+    PRESET = "sandboxes-v1"
+    ORDER = 1
 
     def __init__(self, sim: Sim, sc: Scenario, streams: Streams, fleet: Fleet, creation: Client) -> None:
         super().__init__(sim, sc, streams, fleet, creation)

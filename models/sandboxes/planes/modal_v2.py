@@ -16,13 +16,20 @@ tracked as messages in minus capacity × time elapsed (never below zero): it sta
 (ρ − 1) seconds per second from the first publish once publishes outpace the stream. Between publishes a scheduler
 adds its own placements to its view, but not the other schedulers': the staleness that causes rejections.
 
-Two shortcuts (models/sandboxes/shortcuts.py, each off with ``shortcuts = "all,-NAME"``): placements at one instant
-share one event (``same_instant_placements``), and the worker's accept is computed at the placement, a hop early
-(``accept_at_placement``); both give the general path's numbers to the bit (tests/test_sandbox_shortcuts.py).
+Two shortcuts (declared below over the keys of models/sandboxes/shortcuts.py, each off with
+``shortcuts = "all,-NAME"``): placements at one instant share one event (``same_instant_placements``), and the
+worker's accept is computed at the placement, a hop early (``accept_at_placement``); both give the general path's
+numbers to the bit (tests/test_sandbox_shortcuts.py).
 
 Faults (models/sandboxes/faults.py): ``scheduler_down`` (scheduler 0 dies for a while; the creates in it and those
 routed to it while it is down time out and are retried through the load balancer), ``stream_stall`` (no worker state
 delivered for a while).
+
+Its part of the run's estimate (models/sandboxes/budget.py): the published worker state (workers ÷
+``publish_interval_s`` copied each second, each ``PUBLISH_EVENTS``), and a scheduler outage's retries: its creates
+time out and are sent again every ``faults.scheduler_down_detect_s`` while it lasts (at most the client's
+concurrency at once, the share routed to the dead scheduler). The retries a stream stall causes (placements on stale
+state) are not bounded ahead; the budget checked as the run goes names them (``grows``).
 
 Left out: the load balancer's health checks, regions and worker types, the load balancer's own cost.
 """
@@ -31,19 +38,22 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from models.sandboxes import faults
 from models.sandboxes.fleet import Fleet, Group, Meter, Server, Servers
 from models.sandboxes.placement import worker_draws
-from models.sandboxes.planes.base import Client, ControlPlane, Scenario
+from models.sandboxes.planes.base import Client, ControlPlane, Cost, Scenario
+from models.sandboxes.shortcuts import EVERY
 from sim.engine import Sim
 from sim.metrics import Metric, Metrics
 from sim.rng import Streams
 from sim.scenario import param
+from sim.shortcuts import Shortcut, one_of
 
 
 @dataclass(frozen=True)
@@ -78,10 +88,47 @@ class SchedulerParams:
 
 
 SAMPLE_ROUNDS = 8  # assumption: how often a scheduler samples again when its picks all look full
+RETRY_EVENTS = 2.0  # a create sent again: its retry and its arrival, as events of the run's budget
+PUBLISH_EVENTS = 1 / 8  # a worker's state copied into a published snapshot, as events of the run's budget
+# what the publishes are in the run's estimate and budget, and how to make fewer (models/sandboxes/budget.py)
+PUBLISHES = ("published worker state", "lengthen scheduler.publish_interval_s (or fewer fleet.workers)")
+
+NAME = "modal-v2"
+V2 = one_of(NAME)
+# below this the worker's answer and the accept are at one instant, where ties between events decide the order
+MIN_ANSWER_S = 1e-6
+
+
+def _answer_after_accept(sc: Any) -> bool:
+    """The create call returns strictly after the worker accepts: 2 hops + the RPC of at least ``MIN_ANSWER_S``."""
+    return sc.client.rtt_s + sc.fleet.rpc_s >= MIN_ANSWER_S
+
+
+SAME_INSTANT = Shortcut(
+    "same_instant_placements",
+    "any modal-v2 burst: consecutive create requests that reach the schedulers' placement step at the same instant",
+    {**EVERY, "control_plane": V2},
+    doc="they share one event instead of one each: they would have been consecutive entries of the event queue, "
+    "and a run that stops (the fleet full) stops between two of them as it would between two events "
+    "(models/sandboxes/planes/modal_v2.py)",
+)
+
+ACCEPT_AT_PLACEMENT = Shortcut(
+    "accept_at_placement",
+    "a modal-v2 burst of sandboxes that run until the end (sandboxes.lifetime_s = 0: no slot is freed while a "
+    "placement is on its way to the worker) on a fleet that holds it (fleet.allow_overload at its default), whose "
+    "create call returns at least a microsecond after the worker accepts (client.rtt_s + fleet.rpc_s)",
+    {**EVERY, "control_plane": V2, "sandboxes.lifetime_s": lambda v: v == 0, "fleet.allow_overload": one_of(False)},
+    when=_answer_after_accept,
+    doc="the worker's accept (its check of its own slots, the metadata write, the start path) is computed when the "
+    "scheduler places the sandbox, a hop before the RPC reaches the worker: one event per placement instead of two; "
+    "the accepts still on their way are kept aside so that a publish sees the worker's slots as they are, and each "
+    "accept is booked at the time it happens (models/sandboxes/planes/modal_v2.py)",
+)
 
 
 class ModalV2(ControlPlane):
-    name = "modal-v2"
+    name = NAME
     section = "scheduler"
     RESOURCES = ("schedulers", "redis_streams", "metadata_store")
     METRICS = Metrics(
@@ -97,6 +144,13 @@ class ModalV2(ControlPlane):
         Metric("metadata_writes", "writes", "sum", "writes to the metadata store, off the critical path (modal-v2)"),
     )
     Params = SchedulerParams
+    FAULTS = ("scheduler_down", "stream_stall", "worker_death")
+    PRESET = "sandboxes-v2"
+    ORDER = 2
+    # one scheduler: every create waits for the restart
+    FAULT_VARIANTS: ClassVar[Mapping[str, tuple[str, ...]]] = {"scheduler_down": ("scheduler.count=1",)}
+    FITTED = True  # scheduler.request_s (calibration/params/sandboxes.toml)
+    SHORTCUTS = (SAME_INSTANT, ACCEPT_AT_PLACEMENT)
 
     def __init__(self, sim: Sim, sc: Scenario, streams: Streams, fleet: Fleet, creation: Client) -> None:
         super().__init__(sim, sc, streams, fleet, creation)
@@ -123,7 +177,9 @@ class ModalV2(ControlPlane):
         self._placements = 0  # placements made so far (each one's sequence number)
         # accept_at_placement: the accepts computed ahead, (when the worker accepts, sequence number, worker), and the
         # placements made before the last publish ran (None: every accept is an event of its own)
-        self._early: deque[tuple[float, int, int]] | None = deque() if "accept_at_placement" in sim.shortcuts else None
+        self._early: deque[tuple[float, int, int]] | None = (
+            deque() if ACCEPT_AT_PLACEMENT.name in sim.shortcuts else None
+        )
         self._mark = 0
         self._down = faults.down(sc.faults, "scheduler_down")  # (start, end) of scheduler 0's outage, or None
         self._stall = faults.down(sc.faults, "stream_stall")  # (start, end) of the stream's stall, or None
@@ -145,7 +201,7 @@ class ModalV2(ControlPlane):
 
     def submit_many(self, sandboxes: range) -> None:
         # Each is booked when sent and placed a constant later (fleet.py, Servers: the hop and the request's own time).
-        # The shortcut same_instant_placements (models/sandboxes/shortcuts.py): consecutive requests placed at the same
+        # The shortcut same_instant_placements (``SAME_INSTANT``): consecutive requests placed at the same
         # instant share one event; they would have been consecutive entries of the event queue, so the order of
         # everything is the same as with one event each.
         lb, servers, call_at = self._lb, self.servers, self.sim.call_at
@@ -153,7 +209,7 @@ class ModalV2(ControlPlane):
         if self._down is not None and self.sim.env._now + self.hop < self._down[1]:
             self._submit_around_outage(sandboxes)
             return
-        if "same_instant_placements" not in self.sim.shortcuts:
+        if SAME_INSTANT.name not in self.sim.shortcuts:
             place = self._place
             for sandbox in sandboxes:
                 k = next(lb)
@@ -211,7 +267,7 @@ class ModalV2(ControlPlane):
         group = self.own[k][worker % self.phases]
         group[worker] = group.get(worker, 0) + 1
         # The worker decides on its own truth when the RPC arrives, a hop from now. The shortcut accept_at_placement
-        # (models/sandboxes/shortcuts.py) computes that decision now, one event per placement instead of two; its
+        # (``ACCEPT_AT_PLACEMENT``) computes that decision now, one event per placement instead of two; its
         # shape keeps out what could change the worker's truth within the hop (a slot freed, the run's end).
         now = self.sim.env._now
         seq = self._placements
@@ -281,7 +337,9 @@ class ModalV2(ControlPlane):
         group = next(self._tick) % p.publish_phases
         now = self.sim.env._now
         snapshot = self.fleet.used[group :: p.publish_phases]
-        self.sim.charge(len(snapshot) >> 3, "ModalV2._publish")  # a worker's state copied: 1/8 event of the budget
+        self.sim.charge(
+            len(snapshot) >> 3, self._publish.__qualname__
+        )  # a worker's state copied: 1/8 event of the budget
         early = self._early
         if early is not None:
             # accepts computed ahead (accept_at_placement) are not yet on the worker: drop those already there (due
@@ -323,6 +381,43 @@ class ModalV2(ControlPlane):
         self.visible[group::phases] = snapshot
         for own in self.own:
             own[group] = {}
+
+    @classmethod
+    def events_per_s(cls, sc: Scenario) -> Cost:
+        """The published worker state (module docstring)."""
+        per_s = sc.fleet.workers / getattr(sc, cls.section).publish_interval_s * PUBLISH_EVENTS
+        return {PUBLISHES[0]: (per_s, PUBLISHES[1])}
+
+    @classmethod
+    def fault_events(cls, sc: Scenario) -> Cost:
+        """The retries of a scheduler outage (module docstring)."""
+        fp = getattr(sc, "faults", None)
+        if fp is None or not fp.scheduler_down_s > 0:
+            return {}
+        rounds = min(fp.scheduler_down_s, sc.horizon_s) / fp.scheduler_down_detect_s + 1
+        retries = (
+            min(float(sc.sandboxes.count), sc.client.concurrency)
+            * rounds
+            / getattr(sc, cls.section).count
+            * RETRY_EVENTS
+        )
+        return {
+            "create retries in the scheduler outage": (
+                retries,
+                "shorten faults.scheduler_down_s or lengthen faults.scheduler_down_detect_s",
+            )
+        }
+
+    @classmethod
+    def grows(cls) -> dict[Callable, tuple[str, str]]:
+        return {
+            cls._publish: PUBLISHES,
+            cls._retry: (
+                "create retries",
+                "shorten faults.stream_stall_s or faults.scheduler_down_s (or fewer retries)",
+            ),
+            cls._accept_event: ("placements", "shorten faults.stream_stall_s (placements on stale worker state)"),
+        }
 
     def resources(self) -> dict[str, Meter]:
         return {"schedulers": Group(self.servers), "redis_streams": self.stream, "metadata_store": self.metadata}

@@ -19,7 +19,7 @@ from experiments import sweep, whatif
 from experiments.cli import load_scenario, run_scenario
 from models.inputs import loadtest
 from models.inputs.envelope import MARGIN
-from models.sandboxes import creation
+from models.sandboxes.scenario import extrapolated
 from sim.scenario import read_toml
 from tests.support import preset, scenario
 
@@ -121,12 +121,12 @@ def test_the_sandbox_model_checks_the_fit_of_its_v2_create_path():
     fitted = read_toml(SANDBOXES_OUT)["envelope"]
     default = preset("sandboxes-v2").envelope
     assert (fitted["runs"], fitted["count"], fitted["workers"]) == (default.runs, default.count, default.workers)
-    assert creation.extrapolated(preset("sandboxes-v2")) == [
+    assert extrapolated(preset("sandboxes-v2")) == [
         "sandboxes.count 1,000,000 > 100,000",
         "fleet.workers 20,000 > 2,000",
     ]
-    assert creation.extrapolated(preset("sandboxes-v2", "sandboxes.count=100000", "fleet.workers=2000")) == []
-    assert creation.extrapolated(preset("sandboxes-v1")) == [] == creation.extrapolated(preset("sandboxes-k8s"))
+    assert extrapolated(preset("sandboxes-v2", "sandboxes.count=100000", "fleet.workers=2000")) == []
+    assert extrapolated(preset("sandboxes-v1")) == [] == extrapolated(preset("sandboxes-k8s"))
     assert run_scenario(preset("sandboxes-v2", "sandboxes.count=1000", "fleet.workers=20"))["extrapolated"] == []
     assert run_scenario(preset("coldstart-torch", "coldstart.starts=10"))["extrapolated"] == []
 

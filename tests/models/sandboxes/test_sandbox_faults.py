@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from experiments.cli import run_scenario
-from models.sandboxes import creation as creation_mod
+from models.sandboxes import summary
 from models.sandboxes.creation import SHORTCUTS
 from models.sandboxes.fleet import Fleet
 from tests.support import preset
@@ -179,7 +179,7 @@ def test_a_fault_after_the_run_changes_no_figure_of_the_run():
     base = run(*V2)
     late = run(*V2, "faults.stream_stall_at_s=1000", "faults.stream_stall_s=1")
     assert late["records"].equals(base["records"])
-    for k in creation_mod.SUMMARY.names():
+    for k in summary.SUMMARY.names():
         assert late[k] == base[k], k
     assert late["sandboxes_delayed"] == 0 and late["sandboxes_lost"] == 0
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from experiments.cli import build_scenario
 from models.sandboxes import creation as sandboxes
-from models.sandboxes.creation import LIMITING
+from models.sandboxes.summary import LIMITING
 
 LONG = 600.0  # a horizon no run needs: with room for all and none finishing, every sandbox must be created by then
 

@@ -12,11 +12,12 @@ from calibration.fit import main as fit_main
 from calibration.sandboxes import SANDBOXES_OUT, SCHEDULE_BAND_S, TTI_P50_BOUND_S
 from experiments import run as run_cmd
 from experiments.cli import run_scenario
-from models.sandboxes.creation import LIMITING, Creation
+from models.sandboxes.client import Creation
 from models.sandboxes.fleet import Fleet, Locks, Servers
 from models.sandboxes.placement import supermarket, theory_time_in_system
 from models.sandboxes.planes.kubernetes import RateLimit
 from models.sandboxes.planes.modal_v2 import ModalV2
+from models.sandboxes.summary import LIMITING
 from sim.engine import Sim
 from sim.rng import Streams
 from sim.scenario import read_toml
