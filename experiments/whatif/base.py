@@ -108,6 +108,8 @@ def print_answer(args: argparse.Namespace, out: dict, said: Callable[[dict], lis
 
 
 def positive(name: str, cast: type = float, high: float = 1e12) -> Callable[[str], Any]:
+    """A reader of ``name``'s text: a number (``cast``) > 0 and ≤ ``high``, else a ScenarioError naming it."""
+
     def parse(text: str) -> Any:
         try:
             if not str(text).isascii():  # float() reads full-width digits; the scenario's parser does not
