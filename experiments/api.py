@@ -101,8 +101,8 @@ def whatif(
     params: list[str] = (),
     **options: Any,
 ) -> dict:
-    """A what-if's answer as ``experiments.whatif QUESTION --json`` gives it (``plan``, ``capacity``,
-    ``autoscaler``, ``drain``); each option is the command's, without its dashes (``rate=3000``, ``p99=2``,
+    """A what-if's answer as ``experiments.whatif QUESTION --json`` gives it (``question``: a name in
+    experiments/whatif's ``QUESTIONS``); each option is the command's, without its dashes (``rate=3000``, ``p99=2``,
     ``seeds=2``, ``uncertainty=True``, ``out="plan/"``). Bad input raises ScenarioError with the command's line."""
     argv = [question, "--json", *(["--scenario", scenario] if scenario else [])]
     for s in _sets(set):

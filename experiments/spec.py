@@ -41,7 +41,7 @@ PLAUSIBLE = ("plausible", "kept")  # a point's fields of --uncertainty, columns 
 SPEC_KEYS = {"name", "description", "seeds", "scale", "base", "factors", "variants", "report", "quick"}
 # A sweep's size, checked before it starts (times SCALESIM_BUDGET): its points (expanding more is slow in itself), and
 # its runs' estimated cost, each run its model's size estimate plus RUN_COST, within SWEEP_RUNS runs of its model's
-# budget (a search of experiments/whatif.py the same); COST_SAMPLE points at most are built to estimate it.
+# budget (a search of experiments/whatif/search.py the same); COST_SAMPLE points at most are built to estimate it.
 MAX_POINTS = 5_000
 SWEEP_RUNS = 10
 RUN_COST = 1e4  # a run's own cost (a process, the scenario's build), in its model's unit: about 50 ms

@@ -18,6 +18,7 @@ import pytest
 import models
 from experiments import docs
 from experiments.cli import load_scenario
+from experiments.whatif import QUESTIONS
 from models.registry import MODELS
 from sim.metrics import Metrics
 from sim.scenario import PRESETS, schema_keys
@@ -94,7 +95,7 @@ def test_commands_page_has_every_command_help():
     page = sections((REFERENCE / "commands.md").read_text())
     assert list(page) == list(docs.COMMANDS)
     assert "--uncertainty-seeds N" in page["experiments.run"]
-    assert "{plan,capacity,autoscaler,drain,recovery}" in page["experiments.whatif"]
+    assert "{" + ",".join(QUESTIONS) + "}" in page["experiments.whatif"]
     for module, text in page.items():
         (usage,) = re.findall(r"^usage: (.+)$", text, flags=re.M)
         assert module in usage, module

@@ -1,4 +1,5 @@
-"""The recovery what-if (experiments/recovery.py, models/inputs/recovery.py): a spike's aftermath per retry policy."""
+"""The recovery what-if (experiments/whatif/recovery.py, models/inputs/recovery.py): a spike's aftermath per retry
+policy."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from scipy import stats
 
 from experiments import whatif
-from experiments.recovery import DEFAULTS, measure, policy_sets
+from experiments.whatif.recovery import DEFAULTS, measure, policy_sets
 
 
 def test_callers_that_drop_recover_at_once_and_lose_work_while_retrying_ones_lose_none_and_take_longer():

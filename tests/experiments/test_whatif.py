@@ -1,4 +1,4 @@
-"""The what-if questions (experiments/whatif.py): each answer meets its constraint, the next-cheaper option does not,
+"""The what-if questions (experiments/whatif/): each answer meets its constraint, the next-cheaper option does not,
 and bad questions exit 2 with one line."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import pytest
 
 from experiments import api
 from experiments import whatif as cmd
+from experiments.whatif import search
 
 
 def ask(capsys, *argv: str) -> dict:
@@ -97,14 +98,14 @@ def test_a_search_that_reaches_a_value_past_the_run_budget_keeps_what_it_found()
         def evaluate(self, config):
             if config["k"] >= 8:
                 raise OverBudget("run size: about 9e9 calls, more than the budget")
-            return cmd.Evaluation(dict(config))
+            return search.Evaluation(dict(config))
 
     def never(e):
         e.meets, e.why = False, "p99 too high"
 
     sim = Sim()
-    best, seen = cmd.smallest(sim, "k", never, {})
+    best, seen = search.smallest(sim, "k", never, {})
     assert best is None and sorted(seen) == [1, 2, 4] and sim.too_costly[0] == 8 and "budget" in sim.too_costly[1]
     first = Sim()
     with pytest.raises(OverBudget):  # the first value already past it: nothing searched, the error stands
-        cmd.smallest(first, "k", never, {}, lo=8)
+        search.smallest(first, "k", never, {}, lo=8)

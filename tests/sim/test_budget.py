@@ -12,6 +12,7 @@ import pytest
 from experiments import spec
 from experiments import whatif as whatif_cmd
 from experiments.cli import check_size, load_scenario, run_scenario
+from experiments.whatif.capacity import MIN_ARRIVALS
 from models.registry import MODELS
 from sim import engine
 from sim.engine import Budget, OverBudget, Sim
@@ -166,7 +167,7 @@ def test_whatif_capacity_at_a_low_rate_measures_a_long_enough_window(capsys):
     assert whatif_cmd.main(["capacity", "--rate", "0.01", "--knob", "containers", "--jobs", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["answer"] == {"function.containers": 1}, out["answer"]
-    assert out["chosen"]["config"]["duration_s"] >= 30 + whatif_cmd.MIN_ARRIVALS / 0.01
+    assert out["chosen"]["config"]["duration_s"] >= 30 + MIN_ARRIVALS / 0.01
 
 
 def test_whatif_searches_are_sized_before_they_start():

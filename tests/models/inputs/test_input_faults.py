@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from experiments.recovery import measure
+from experiments.whatif.recovery import measure
 from models.inputs import loadtest
 from sim.scenario import ScenarioError
 from tests.support import preset, scenario

@@ -16,7 +16,11 @@ the backlog and the orbit around the largest spike.
 
 from __future__ import annotations
 
+import argparse
+import base64
+import html
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,8 @@ from tqdm import tqdm
 
 from experiments.cli import load_scenario, run_scenario
 from experiments.spec import check_runs
+from experiments.whatif.base import Flag, Question, positive, print_answer
+from experiments.whatif.pages import STYLE
 from models.inputs.recovery import BAND, bin_for, recovery
 from models.registry import MODELS
 from sim import files
@@ -44,6 +50,51 @@ DEFAULTS = (
 )
 POLICIES = "none,backoff,backoff:5"
 SPIKES = "2,4,8,16,32"
+
+
+class Recovery(Question):
+    """Whether and how fast a Function comes back after a spike, per callers' retry policy (this module's
+    docstring)."""
+
+    name = "recovery"
+    scenario = "mmc"
+    defaults = DEFAULTS
+    flags = (
+        Flag(
+            "--policies",
+            f"recovery: clients.retry policies, ':N' for max_attempts, '@T' for clients.timeout_s (default {POLICIES})",
+            POLICIES,
+        ),
+        Flag("--spikes", f"recovery: spike factors (default {SPIKES})", SPIKES),
+        Flag("--spike-at", "recovery: when the spike starts, s (default 600)", "600"),
+        Flag("--spike-s", "recovery: how long it lasts, s (default 60)", "60"),
+        Flag("--band", "recovery: 'back' within this share (default 0.2)", str(BAND)),
+    )
+
+    def ask(self, args: argparse.Namespace) -> int:
+        band = positive("--band", float, 1.0)(args.band)
+        at = positive("--spike-at", float, 1e9)(args.spike_at)
+        length = positive("--spike-s", float, 1e9)(args.spike_s)
+        out, figures = recovery_question(
+            args.scenario or self.scenario,
+            [*self.defaults, *args.sets],
+            args.params,
+            args.seeds,
+            args.policies,
+            args.spikes,
+            at,
+            length,
+            band,
+        )
+        out["simulations"] = (
+            len(out["policies"]) * len(out["policies"][next(iter(out["policies"]))]["rows"]) * args.seeds
+        )
+        out["seeds"] = args.seeds
+        print_answer(args, out, words)
+        if args.out:
+            png = figure(figures, out, args.out)
+            print(f"figure: {png}\nreport: {page(out, png, args.out)}", file=sys.stderr)
+        return 0
 
 
 def policy_sets(policy: str) -> list[str]:
@@ -221,11 +272,6 @@ def figure(figures: dict[str, dict], out: dict, folder: Path) -> Path:
 def page(out: dict, png: Path, folder: Path) -> Path:
     """The recovery question's report page (``recovery.html`` in ``folder``): the answer in words, its table and the
     figure, one file."""
-    import base64
-    import html
-
-    from experiments.plan_page import STYLE
-
     lines = words(out)
     table = [line for line in lines if line.startswith(("policy ", *(f"{p} " for p in out["policies"])))]
     rest = [line for line in lines if line not in table]

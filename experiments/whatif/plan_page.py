@@ -1,6 +1,7 @@
-"""The capacity plan as a page (experiments/plan.py computes it): the answer, the ways compared, the frontier of cost
-per hour against p99 over every configuration simulated, and each way's use of its limits against the headroom line.
-Self-contained HTML (figures embedded, opens offline), styled, with fixed colours per way and per limit."""
+"""The capacity plan in words and as a page (experiments/whatif/plan.py computes it): the answer, the ways compared,
+the frontier of cost per hour against p99 over every configuration simulated (plan.py's Options), and each way's use
+of its limits against the headroom line. Self-contained HTML (figures embedded, opens offline), styled, with fixed
+colours per way and per limit."""
 
 from __future__ import annotations
 
@@ -16,24 +17,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter
 
-from experiments import plan as plan_
 from experiments.plots import LIMIT_COLOURS, WAY_COLOURS
+from experiments.whatif.pages import STYLE
 from sim import files
-
-STYLE = (
-    "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;"
-    "padding:0 1em;color:#1d2430;line-height:1.45}"
-    "h1{font-size:1.6em;margin-bottom:.2em}"
-    "h2{font-size:1.2em;margin-top:1.8em;border-bottom:1px solid #e3e6ea;padding-bottom:.2em}"
-    ".answer{background:#eef6ee;border-left:4px solid #55a868;padding:.8em 1em;border-radius:4px}"
-    ".none{background:#fbeeee;border-left-color:#c44e52}"
-    "table{border-collapse:collapse;font-size:13px;width:100%}"
-    "th,td{border-bottom:1px solid #e3e6ea;padding:5px 8px;text-align:right;vertical-align:top}"
-    "th{background:#f5f7f9} td:first-child,th:first-child,td.text{text-align:left}"
-    ".yes{color:#2e7d32;font-weight:600} .no{color:#b23b3b}"
-    ".dot{display:inline-block;width:.8em;height:.8em;border-radius:50%;margin-right:.4em;vertical-align:-.05em}"
-    "img{max-width:100%} figure{margin:1.2em 0} figcaption{color:#667;font-size:12px} .muted{color:#667;font-size:13px}"
-)
 
 
 def _png(fig: plt.Figure, path: Path) -> str:
@@ -47,7 +33,7 @@ def _money(v: float, _pos: Any = None) -> str:
     return f"${v:,.2f}" if abs(v) >= 1 else f"${v:.3g}"
 
 
-def frontier(out: dict, every: list[plan_.Option], path: Path) -> str:
+def frontier(out: dict, every: list[Any], path: Path) -> str:
     """Cost per hour against p99 of every configuration simulated, by way; the answer ringed; the p99 limit."""
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for way, colour in WAY_COLOURS.items():
@@ -109,7 +95,7 @@ def headroom(out: dict, path: Path) -> str:
                 ax.text(2.0, y, f" {v:.0%}", va="center", fontsize=7)
     ax.axvline(1 - out["headroom"], color="#c44e52", ls="--", lw=1, label=f"{1 - out['headroom']:.0%}: the most used")
     ax.axvline(1.0, color="black", lw=0.8)
-    ax.set_yticks(range(len(ways)), [f"{r['way']}: {plan_._config(r)}" for r in ways])
+    ax.set_yticks(range(len(ways)), [f"{r['way']}: {_config(r)}" for r in ways])
     ax.invert_yaxis()
     ax.set_xlim(0, 2.1)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0%}"))
@@ -146,24 +132,99 @@ def _table(out: dict) -> str:
         meets = '<span class="yes">yes</span>' if r["meets"] else f'<span class="no">no: {html.escape(r["why"])}</span>'
         cells = [
             f"{dot}{r['way']}",
-            plan_._config(r),
+            _config(r),
             meets,
-            plan_._range(f.get("calls_per_s"), "{:,.0f}"),
-            plan_._range(f.get("added_latency_p99_s")),
-            plan_._range(f.get("containers_mean"), "{:,.1f}"),
-            plan_._range(f.get("cost_per_hour"), "${:,.2f}"),
+            _range(f.get("calls_per_s"), "{:,.0f}"),
+            _range(f.get("added_latency_p99_s")),
+            _range(f.get("containers_mean"), "{:,.1f}"),
+            _range(f.get("cost_per_hour"), "${:,.2f}"),
             f"${r['cost_per_month']:,.0f}" if math.isfinite(r["cost_per_month"]) else "—",
-            plan_._range(f.get("cost_usd_warmup"), "${:,.3g}"),
+            _range(f.get("cost_usd_warmup"), "${:,.3g}"),
             html.escape(r["binding_limit"]),
-            plan_.headroom_text(r),
+            headroom_text(r),
         ]
         rows.append("<tr>" + "".join(f'<td class="{"text" if i == 2 else ""}">{c}</td>' for i, c in enumerate(cells)))
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
-def page(out: dict, every: list[plan_.Option], path: Path) -> Path:
+def _range(f: dict | None, fmt: str = "{:,.3g}") -> str:
+    if not f or f.get("mean") is None or not math.isfinite(f["mean"]):
+        return "—"
+    mid = fmt.format(f["mean"])
+    if f["low"] == f["high"]:
+        return mid
+    return f"{mid} ({fmt.format(f['low'])} .. {fmt.format(f['high'])})"
+
+
+def _config(row: dict) -> str:
+    c = row["config"]
+    if row["way"] in ("copies", "batching"):
+        extra = f", chunks of {c['batching.chunk_items']}" if row["way"] == "batching" else ""
+        n = c["function.copies"]
+        return f"{n} cop{'y' if n == 1 else 'ies'}{extra}"
+    return {"remote": ".remote", "spawn": ".spawn", "server": "web server"}[row["way"]]
+
+
+def headroom_text(row: dict) -> str:
+    """The least headroom and its limit: 21% (max_containers); none, the worst over: accept_rate at 1,500%."""
+    use = row["limits_used"]
+    if not use:
+        return "no limit in the way"
+    k = max(use, key=lambda x: use[x])
+    if use[k] > 1:
+        return f"none: {k} at {use[k]:,.0%}"
+    return f"{1 - use[k]:.0%} ({k})"
+
+
+def words(out: dict) -> list[str]:
+    """The plan in plain words and a table of the ways."""
+    p50 = f", p50 ≤ {out['p50_limit']:g} s" if out["p50_limit"] else ""
+    lines = [
+        f"Plan for {out['demand']}, added-latency p99 ≤ {out['p99_limit']:g} s{p50}, no errors, "
+        f"{out['headroom']:.0%} headroom on every limit; containers of {out['billing']}.",
+    ]
+    a = out["answer"]
+    if a is None:
+        lines.append("Answer: no way meets it; the table says what each misses.")
+    else:
+        f = a["figures"]
+        lines.append(
+            f"Answer: {a['way']} ({_config(a)}): ${a['cost_per_hour']:,.2f}/h, ${a['cost_per_month']:,.0f}/month at "
+            f"steady state, warm-up ${f.get('cost_usd_warmup', {}).get('mean', 0):,.3g}; p99 "
+            f"{_range(f.get('added_latency_p99_s'))} s; binds: {a['binding_limit']}; headroom {headroom_text(a)}."
+        )
+    lines += [
+        "",
+        "| way | configuration | meets | calls/s | p99 added (s) | containers | $/h | $/month | binds | headroom |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in out["ways"]:
+        f = r["figures"]
+        meets = "yes" if r["meets"] else f"no: {r['why']}"
+        agree = "" if r["binding_agreement"] == 1 else f" ({r['binding_agreement']:.0%} of seeds)"
+        lines.append(
+            f"| {r['way']} | {_config(r)} | {meets} | {_range(f.get('calls_per_s'), '{:,.0f}')} | "
+            f"{_range(f.get('added_latency_p99_s'))} | {_range(f.get('containers_mean'), '{:,.1f}')} | "
+            f"{_range(f.get('cost_per_hour'), '${:,.2f}')} | ${r['cost_per_month']:,.0f} | "
+            f"{r['binding_limit']}{agree} | {headroom_text(r)} |"
+        )
+    ranges = (
+        "seeds (the answer's: plausible models × seeds)"
+        if out["answer"] and "uncertainty" in out["answer"]
+        else "seeds"
+    )
+    for way, why in out.get("skipped", {}).items():
+        lines.append(f"| {way} | — | skipped: {why} | | | | | | | |")
+    lines.append(
+        f"\n{out['simulations']} simulations, {out['seeds']} seeds each; ranges (low .. high) over {ranges}; "
+        "$/h: the window's mean containers × the price; headroom: 1 − the most used limit's share."
+    )
+    return lines
+
+
+def page(out: dict, every: list[Any], path: Path) -> Path:
     """Write plan.html (and its PNGs) under ``path``; return the page."""
-    lines = plan_.words(out)
+    lines = words(out)
     a = out["answer"]
     answer = html.escape(lines[1].removeprefix("Answer: "))
     box = f'<p class="answer{"" if a else " none"}"><strong>Answer.</strong> {answer}</p>'

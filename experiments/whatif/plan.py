@@ -1,5 +1,6 @@
 """A capacity plan for a Function: which way past its limits, how much of it, what it costs per hour
-(``python -m experiments.whatif plan``; experiments/whatif.py runs the simulations, experiments/plan_page.py draws it).
+(``python -m experiments.whatif plan``; experiments/whatif/search.py runs the simulations, experiments/whatif/
+plan_page.py words and draws it).
 
 The user describes the Function once (a scenario and ``--set``s: max_inputs, target_inputs, max_containers, the work,
 the container's size in ``billing``) and the demand (``--rate`` calls/s, optionally × a ``--shape``), and sets the
@@ -29,11 +30,17 @@ models × seeds: experiments/uncertainty.py); cost per hour is the steady window
 
 from __future__ import annotations
 
+import argparse
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from experiments.cli import warn_extrapolated
+from experiments.whatif.base import P99, RATE, SHAPE, Flag, Search, positive, print_answer
+from experiments.whatif.plan_page import page, words
+from experiments.whatif.search import Simulator, busiest_minutes, peak_window, robustness, size_search
 from models.inputs.billing import HOURS_PER_MONTH
 from models.inputs.demand import parse_shape
 from sim.scenario import ScenarioError
@@ -170,7 +177,7 @@ def demand_label(rate: float, shape: str, window: dict | None, trace: str | None
 
 
 def option_of(way: str, e: Any, copies: int, chunk: int, rate: float, sc: Any) -> Option:
-    """An Option from a what-if Evaluation (experiments/whatif.py) of a way at ``copies``."""
+    """An Option from a what-if Evaluation (experiments/whatif/search.py) of a way at ``copies``."""
     o = Option(way, dict(e.config), binding=e.binding, agreement=e.agreement, extrapolated=e.extrapolated)
     for k, (mean, _ci) in e.metrics.items():
         if mean is not None:
@@ -257,76 +264,76 @@ def _more_copies_help(o: Option) -> bool:
     return o.use.get("workspace_cap", 0.0) <= 1.0
 
 
-def _range(f: dict | None, fmt: str = "{:,.3g}") -> str:
-    if not f or f.get("mean") is None or not math.isfinite(f["mean"]):
-        return "—"
-    mid = fmt.format(f["mean"])
-    if f["low"] == f["high"]:
-        return mid
-    return f"{mid} ({fmt.format(f['low'])} .. {fmt.format(f['high'])})"
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
-def _config(row: dict) -> str:
-    c = row["config"]
-    if row["way"] in ("copies", "batching"):
-        extra = f", chunks of {c['batching.chunk_items']}" if row["way"] == "batching" else ""
-        n = c["function.copies"]
-        return f"{n} cop{'y' if n == 1 else 'ies'}{extra}"
-    return {"remote": ".remote", "spawn": ".spawn", "server": "web server"}[row["way"]]
+class Plan(Search):
+    """Every way past the limits compared, and the cheapest that meets the constraints (this module's docstring)."""
 
-
-def headroom_text(row: dict) -> str:
-    """The least headroom and its limit: 21% (max_containers); none, the worst over: accept_rate at 1,500%."""
-    use = row["limits_used"]
-    if not use:
-        return "no limit in the way"
-    k = max(use, key=lambda x: use[x])
-    if use[k] > 1:
-        return f"none: {k} at {use[k]:,.0%}"
-    return f"{1 - use[k]:.0%} ({k})"
-
-
-def words(out: dict) -> list[str]:
-    """The plan in plain words and a table of the ways."""
-    p50 = f", p50 ≤ {out['p50_limit']:g} s" if out["p50_limit"] else ""
-    lines = [
-        f"Plan for {out['demand']}, added-latency p99 ≤ {out['p99_limit']:g} s{p50}, no errors, "
-        f"{out['headroom']:.0%} headroom on every limit; containers of {out['billing']}.",
-    ]
-    a = out["answer"]
-    if a is None:
-        lines.append("Answer: no way meets it; the table says what each misses.")
-    else:
-        f = a["figures"]
-        lines.append(
-            f"Answer: {a['way']} ({_config(a)}): ${a['cost_per_hour']:,.2f}/h, ${a['cost_per_month']:,.0f}/month at "
-            f"steady state, warm-up ${f.get('cost_usd_warmup', {}).get('mean', 0):,.3g}; p99 "
-            f"{_range(f.get('added_latency_p99_s'))} s; binds: {a['binding_limit']}; headroom {headroom_text(a)}."
-        )
-    lines += [
-        "",
-        "| way | configuration | meets | calls/s | p99 added (s) | containers | $/h | $/month | binds | headroom |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in out["ways"]:
-        f = r["figures"]
-        meets = "yes" if r["meets"] else f"no: {r['why']}"
-        agree = "" if r["binding_agreement"] == 1 else f" ({r['binding_agreement']:.0%} of seeds)"
-        lines.append(
-            f"| {r['way']} | {_config(r)} | {meets} | {_range(f.get('calls_per_s'), '{:,.0f}')} | "
-            f"{_range(f.get('added_latency_p99_s'))} | {_range(f.get('containers_mean'), '{:,.1f}')} | "
-            f"{_range(f.get('cost_per_hour'), '${:,.2f}')} | ${r['cost_per_month']:,.0f} | "
-            f"{r['binding_limit']}{agree} | {headroom_text(r)} |"
-        )
-    ranges = (
-        "seeds (the answer's: plausible models × seeds)"
-        if out["answer"] and "uncertainty" in out["answer"]
-        else "seeds"
+    name = "plan"
+    flags = (
+        RATE,
+        P99,
+        SHAPE,
+        Flag("--p50", "plan: an added-latency p50 limit too, s"),
+        Flag("--trace", "plan: the demand as an Azure per-minute trace (its busiest stretch), not --rate"),
+        Flag("--headroom", "plan: the share of every limit kept free", str(HEADROOM)),
+        Flag("--chunk", "plan: batching's items per chunk (default 32)", "32"),
+        Flag("--ways", "plan: the ways to compare (default all five)", ",".join(WAYS)),
     )
-    for way, why in out.get("skipped", {}).items():
-        lines.append(f"| {way} | — | skipped: {why} | | | | | | | |")
-    lines.append(
-        f"\n{out['simulations']} simulations, {out['seeds']} seeds each; ranges (low .. high) over {ranges}; "
-        "$/h: the window's mean containers × the price; headroom: 1 − the most used limit's share."
-    )
-    return lines
+    # for a plan's steady cost, a warm-up past the start-up's extra containers (launched while the first cold starts
+    # run, kept idle for the 60 s scaledown window)
+    defaults = ("duration_s=210", "warmup_s=90")
+
+    def search(self, args: argparse.Namespace, sim: Simulator, shape: str) -> tuple[dict, list[Option]]:
+        if args.rate is None and args.trace is None:
+            raise ScenarioError("--rate: plan needs the calls/s to serve (or --trace, a per-minute invocation trace)")
+        p50 = positive("--p50")(args.p50) if args.p50 is not None else None
+        headroom = float(args.headroom) if _is_number(args.headroom) else math.nan
+        if not 0 <= headroom < 1:
+            raise ScenarioError(f"--headroom: a share of every limit, within [0, 1), got {args.headroom!r}")
+        chunk = positive("--chunk", int, 100_000)(args.chunk)
+        ways = [w.strip() for w in args.ways.split(",") if w.strip()]
+        if not ways or set(ways) - set(WAYS):
+            raise ScenarioError(f"--ways: a list of {', '.join(WAYS)}, got {args.ways!r}")
+        window = None
+        if args.trace is not None:  # the trace's busiest stretch of the run's length, replayed
+            fixed, window = busiest_minutes(sim, args.trace)
+            rate = window["rate"]
+        else:
+            rate = positive("--rate")(args.rate)
+            fixed = {"load": "arrivals", "arrivals.rate": rate, "arrivals.shape": shape}
+        if args.trace is None and parse_shape(shape).kind != "steady":
+            window = peak_window(sim, shape)
+            fixed["arrivals.start_s"] = window["start_s"]
+        size_search(sim, "plan", 3 + 2 * 3 * len(ways) // 5, [fixed])
+        sim.expect(sim.seeds * (3 + 2 * 3 * len(ways) // 5))
+        out, every = plan(sim.evaluate, sim.sc, rate, args.p99, p50, headroom, chunk, ways, fixed, sim.builds)
+        if args.uncertainty and out["answer"]:  # the answer under every plausible model: its ranges
+            best = out["answer"]  # (the answer's row of the table too)
+            u = robustness(sim, {"chosen": {"config": best["config"]}}, None, args.jobs)
+            for k, r in u["ranges"].items():
+                best["figures"][k] = {"mean": r["central"], "low": r["low"], "high": r["high"]}
+            best["uncertainty"] = {k: v for k, v in u.items() if k != "ranges"}
+        out.update(demand=demand_label(rate, shape, window, args.trace), window=window)
+        return out, every
+
+    def say(self, args: argparse.Namespace, sim: Simulator, out: dict, every: list[Option]) -> None:
+        """The plan in words or ``--json``, what it was computed from, and its page with ``--out``."""
+        out.update(
+            billing=sim.sc.billing.describe(),
+            simulations=sim.runs,
+            seeds=sim.seeds,
+            scenario=sim.scenario,
+            sets=sim.sets,
+        )
+        if out["answer"]:
+            warn_extrapolated(out["answer"]["extrapolated"], " (the plan's answer)")
+        print_answer(args, out, words)
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            print(f"report: {page(out, every, args.out)}", file=sys.stderr)

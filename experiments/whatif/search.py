@@ -1,0 +1,281 @@
+"""The what-if questions' search harness: a configuration simulated over the seeds (``Simulator``, ``Evaluation``),
+the constraint most questions check (``latency_ok``), the doubling-and-bisection search (``smallest``), the check of a
+search's size before it starts, the window a shaped or traced demand is sized on, and an answer under every plausible
+model of the calibration (``robustness``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+from tqdm import tqdm
+
+from experiments import uncertainty
+from experiments.cli import load_scenario, process_pool, run_scenario
+from experiments.spec import check_runs
+from models.inputs.demand import Shape, parse_shape
+from models.registry import MODELS
+from sim.engine import OverBudget
+from sim.scenario import ScenarioError
+
+METRICS = (
+    "calls_per_s",
+    "added_latency_p99_s",
+    "added_latency_p50_s",
+    "errors_total",
+    "container_seconds",
+    "cost_usd",
+    "cost_per_hour",
+    "cost_usd_warmup",
+    "containers_mean",
+    "inputs_in_flight_mean",
+    "calls_issued_per_s",
+    "calls_served_per_s",
+)
+MAX_KNOB = 4096  # the doubling search gives up beyond this many
+
+
+@dataclass
+class Evaluation:
+    """One configuration simulated over the seeds: per metric (mean, 95% CI half-width), and the constraint."""
+
+    config: dict[str, Any]
+    metrics: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    spread: dict[str, tuple[float, float]] = field(default_factory=dict)  # per metric (least, greatest) over seeds
+    binding: str = ""
+    agreement: float = 1.0  # the share of seeds that name the binding limit
+    meets: bool = False
+    why: str = ""
+    extrapolated: list[str] = field(default_factory=list)  # where any of its runs left the calibrated envelope
+
+    def settings(self) -> dict:
+        """The configuration's autoscaler and function keys (what a question varies)."""
+        return {k: v for k, v in self.config.items() if k.startswith(("autoscaler.", "function."))}
+
+    def mean(self, key: str) -> float:
+        v = self.metrics.get(key, (None, None))[0]
+        return math.inf if v is None else v
+
+
+class Simulator:
+    """Runs a configuration's seeds (in a process pool when jobs > 1) and counts the simulations."""
+
+    def __init__(self, scenario: str, sets: list[str], params: list[str], seeds: int, jobs: int) -> None:
+        """``sets``: the question's defaults, then the user's ``--set``s."""
+        self.scenario, self.sets, self.params, self.seeds = scenario, sets, params, seeds
+        self.user_sets: list[str] = []  # the user's own --sets (the end of ``sets``): what a question may not override
+        self.runs = 0
+        self.too_costly: tuple[int, str] | None = None  # a search's value past the run budget (``smallest``)
+        self.sc = load_scenario(scenario, sets, params)  # bad input fails here, before any search
+        self.pool = process_pool(jobs) if jobs > 1 else None
+        # runs done on stderr, with an ETA against ``expect`` (a search's guess, raised when passed); shown only on a
+        # terminal (disable=None) and only once the search has run 3 s
+        self.bar = tqdm(total=None, unit="run", desc="simulations", disable=None, delay=3.0, leave=False)
+
+    def expect(self, runs: int) -> None:
+        """The runs the search expects to make in all (for the bar's ETA)."""
+        self.bar.total = max(runs, self.runs)
+        self.bar.refresh()
+
+    def builds(self, config: dict[str, Any]) -> Any:
+        """The scenario of ``config`` (a ScenarioError if it does not build), nothing run."""
+        return load_scenario(self.scenario, [*self.sets, *(f"{k}={v}" for k, v in config.items())], self.params)
+
+    def evaluate(self, config: dict[str, Any]) -> Evaluation:
+        settings = [*self.sets, *(f"{k}={v}" for k, v in config.items())]
+        jobs = [(self.scenario, settings, self.params, s) for s in range(self.seeds)]
+        runs = []
+        for r in self.pool.map(_run, jobs) if self.pool else map(_run, jobs):
+            runs.append(r)
+            self.runs += 1
+            if self.bar.total is not None and self.runs > self.bar.total:
+                self.bar.total = self.runs
+            self.bar.update()
+        e = Evaluation(dict(config))
+        for k in METRICS:
+            vals = [r[k] for r in runs if r.get(k) is not None]
+            e.metrics[k] = _mean_ci(vals) if len(vals) == len(runs) else (None, None)
+            if vals:
+                e.spread[k] = (min(vals), max(vals))
+        if runs[0].get("first_n_back_s") is not None:
+            vals = [r["first_n_back_s"] for r in runs if r["first_n_back_s"] is not None]
+            e.metrics["first_n_back_s"] = _mean_ci(vals) if len(vals) == len(runs) else (None, None)
+        binding = [r.get("binding_limit", "") for r in runs]
+        e.binding = max(sorted(set(binding)), key=binding.count)
+        e.agreement = binding.count(e.binding) / len(binding)
+        e.extrapolated = sorted({x for r in runs for x in r["extrapolated"]})
+        return e
+
+    def close(self) -> None:
+        self.bar.close()
+        if self.pool:
+            self.pool.shutdown()
+
+
+def _run(job: tuple[str, list[str], list[str], int]) -> dict:
+    name, sets, params, seed = job
+    m = run_scenario(load_scenario(name, sets, params), seed=seed)
+    return {k: m.get(k) for k in (*METRICS, "first_n_back_s", "binding_limit", "extrapolated")}
+
+
+def _mean_ci(vals: list[float]) -> tuple[float | None, float | None]:
+    if not vals:
+        return None, None
+    mean = float(np.mean(vals))
+    if len(vals) < 2:
+        return mean, None
+    return mean, float(stats.t.ppf(0.975, len(vals) - 1) * np.std(vals, ddof=1) / math.sqrt(len(vals)))
+
+
+def latency_ok(p99: float, rate: float | None = None) -> Callable[[Evaluation], None]:
+    """The constraint: mean added-latency p99 ≤ ``p99``, no error, and (with a rate) the calls/s sustained: 97% of
+    the rate, or of the calls issued in the window if the Poisson arrivals brought fewer."""
+
+    def check(e: Evaluation) -> None:
+        got = e.mean("added_latency_p99_s")
+        errors = e.mean("errors_total")
+        calls = e.mean("calls_served_per_s")  # the demand served, whenever back (an open loop's headline lags it)
+        if errors > 0:
+            e.meets, e.why = False, f"{errors:g} errors"
+        elif got > p99:
+            e.meets, e.why = False, f"p99 {got:.3g} s > {p99:g} s"
+        elif rate is not None and calls < 0.97 * min(rate, e.mean("calls_issued_per_s")):
+            e.meets, e.why = False, f"{calls:.4g} calls/s < 97% of {min(rate, e.mean('calls_issued_per_s')):.4g}"
+        else:
+            e.meets, e.why = True, "meets"
+
+    return check
+
+
+def smallest(sim: Simulator, key: str, check: Callable[[Evaluation], None], fixed: dict, lo: int = 1) -> tuple:
+    """The smallest integer value of ``key`` ≥ ``lo`` whose evaluation meets ``check`` (monotone: doubling, then
+    bisection); every evaluation made, by value. None if even MAX_KNOB fails, or if the doubling reaches a value
+    whose runs are past their budget before one meets (``sim.too_costly``: that value and why; the search so far
+    is kept, not discarded)."""
+    seen: dict[int, Evaluation] = {}
+
+    def ev(v: int) -> Evaluation:
+        if v not in seen:
+            seen[v] = sim.evaluate({**fixed, key: v})
+            check(seen[v])
+        return seen[v]
+
+    v = lo
+    while True:
+        try:
+            if ev(v).meets:
+                break
+        except OverBudget as e:
+            if not seen:  # the first value already: nothing searched to keep
+                raise
+            sim.too_costly = (v, str(e))
+            return None, seen
+        if v >= MAX_KNOB:
+            return None, seen
+        v = min(MAX_KNOB, max(v * 2, v + 1))
+    bad = max((x for x in seen if not seen[x].meets and x < v), default=lo - 1)
+    good = v
+    while good - bad > 1:
+        mid = (good + bad) // 2
+        if ev(mid).meets:
+            good = mid
+        else:
+            bad = mid
+    return good, seen
+
+
+def size_search(sim: Simulator, what: str, evaluations: float, configs: list[dict]) -> None:
+    """Refuse, before it starts, a search of about ``evaluations`` configurations × the seeds whose runs would cost
+    more than a sweep may (experiments/spec.py ``check_runs``), a run's cost the mean estimate over ``configs``
+    (those that do not build left out: their runs will say why)."""
+    sizes = []
+    for config in configs:
+        try:
+            sc = load_scenario(sim.scenario, [*sim.sets, *(f"{k}={v}" for k, v in config.items())], sim.params)
+        except ScenarioError:
+            continue
+        sizes.append(MODELS[sc.model].size(sc))
+    if not sizes:
+        return
+    model = MODELS[sim.sc.model]
+    how = f"about {evaluations:,.0f} configurations × {sim.seeds} seed{'s' if sim.seeds != 1 else ''}"
+    check_runs(f"whatif {what}", evaluations * sim.seeds, sum(sizes) / len(sizes), model, how, "fewer --seeds")
+
+
+def peak_window(sim: Simulator, shape: str) -> dict:
+    """The window of the run's length with the highest mean rate of ``shape``: where a configuration must hold."""
+    length = load_scenario(sim.scenario, [*sim.sets, f"arrivals.shape={shape}"], sim.params).duration_s
+    profile = parse_shape(shape)
+    start = profile.peak_window(length)
+    day, hour = divmod(start / 3600.0, 24.0)
+    return {
+        "start_s": start,
+        "length_s": length,
+        "mean_factor": Shape(profile.kind, profile.args, start).mean(length),
+        "whole_mean_factor": profile.mean(profile.period()),
+        "said": f"the {length / 3600:g} h of the shape with the highest mean rate, from day {day:.0f} "
+        f"{hour:02.0f}:00 on (day 0 = Monday 00:00 for daily)",
+    }
+
+
+def busiest_minutes(sim: Simulator, path: str) -> tuple[dict[str, Any], dict]:
+    """The settings that replay a trace's busiest stretch of the run's length, and what it is (its mean rate)."""
+    trace = dataclasses.replace(sim.sc.trace, path=path, start_minute=0)
+    try:
+        counts = trace.counts()
+    except ValueError as e:
+        raise ScenarioError(f"--trace: {e}") from None
+    minutes = max(1, math.ceil(sim.sc.duration_s / 60.0))
+    if len(counts) < minutes:
+        raise ScenarioError(f"--trace: {path} has {len(counts)} minutes, the run {minutes}")
+    sums = np.convolve(counts, np.ones(minutes), mode="valid")
+    start = int(np.argmax(sums))
+    rate = float(sums[start]) / (minutes * 60.0)
+    if not rate > 0:
+        raise ScenarioError(f"--trace: {path} has no invocations")
+    window = {
+        "start_s": start * 60.0,
+        "length_s": minutes * 60.0,
+        "rate": rate,
+        "said": f"its busiest {minutes} minutes (from minute {start}: {rate:,.4g} calls/s on average)",
+    }
+    return {"load": "trace", "trace.path": path, "trace.start_minute": start}, window
+
+
+def row(e: Evaluation) -> dict:
+    """An evaluation as the answer gives it: its configuration, metrics (mean, 95% CI), binding limit, cost and
+    verdict."""
+    cs = e.metrics["container_seconds"][0]
+    return {
+        "config": e.config,
+        "metrics": {k: {"mean": m, "ci95": c} for k, (m, c) in e.metrics.items()},
+        "binding_limit": e.binding,
+        "container_seconds": cs,
+        "cost_usd": e.metrics["cost_usd"][0],
+        "cost_per_hour": e.metrics["cost_per_hour"][0],
+        "meets": e.meets,
+        "why": e.why,
+        "extrapolated": e.extrapolated,
+    }
+
+
+def robustness(sim: Simulator, out: dict, check: Callable[[Evaluation], None] | None, jobs: int) -> dict:
+    """The chosen configuration under every plausible model of the calibration (experiments/uncertainty.py): each
+    metric's central value and range, and whether the constraint still holds at the range's worst end."""
+    config = [f"{k}={v}" for k, v in out["chosen"]["config"].items()]
+    _, doc = uncertainty.ranges(sim.scenario, [*sim.sets, *config], sim.params, sim.seeds, jobs)
+    sim.runs += doc["runs"]
+    doc["ranges"] = {k: v for k, v in doc["ranges"].items() if k in (*METRICS, "first_n_back_s")}
+    if check is not None:
+        r = doc["ranges"]
+        worst = Evaluation(dict(out["chosen"]["config"]))
+        for k, lo_hi in r.items():  # fewer calls/s is worse; more of anything else is
+            worst.metrics[k] = (lo_hi["low"] if k == "calls_per_s" else lo_hi["high"], None)
+        check(worst)
+        doc["holds"], doc["why"] = worst.meets, worst.why
+    return doc
