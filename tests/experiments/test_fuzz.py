@@ -29,9 +29,9 @@ from experiments.cli import load_scenario, one_line
 from models.registry import MODELS
 from models.sandboxes import faults as sandbox_faults
 from sim.scenario import ScenarioError, flatten, schema_keys, to_dict
-from tests.support import assert_0_or_2
+from tests.support import assert_0_or_2, examples
 
-FUZZ_EXAMPLES = int(os.environ.get("SCALESIM_FUZZ_EXAMPLES", "150"))
+FUZZ_EXAMPLES = int(os.environ.get("SCALESIM_FUZZ_EXAMPLES", examples(150)))
 
 PRESETS = [
     "loadtest-remote",

@@ -30,9 +30,9 @@ from experiments import run as run_cmd
 from experiments import sweep as sweep_cmd
 from experiments import whatif as whatif_cmd
 from experiments.cli import BUDGET_ENV
-from tests.support import HANG_S, MEMORY_BOUND, ROOT, assert_0_or_2
+from tests.support import HANG_S, MEMORY_BOUND, ROOT, assert_0_or_2, examples
 
-FUZZ_EXAMPLES = int(os.environ.get("SCALESIM_FUZZ_EXAMPLES", "150"))
+FUZZ_EXAMPLES = int(os.environ.get("SCALESIM_FUZZ_EXAMPLES", examples(150)))
 EXAMPLES = max(5, FUZZ_EXAMPLES // 10)  # 15 per property in the suite's default run, 200 at 2,000
 
 HOSTILE = settings(

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from sim import engine
 from sim.engine import Sim, SimPyInternalsChanged, _check_internals
 from sim.scenario import ScenarioError
+from tests.support import examples
 
 
 def test_callbacks_and_processes_share_one_clock_and_order():
@@ -185,7 +186,7 @@ def schedule_run(
     return [*seen, ("events", sim.events), ("stopped", first), ("end", sim.now)]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     seed=st.integers(0, 2**32),
     near=st.sampled_from([0, 1, 16, 1024]),

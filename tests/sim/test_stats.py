@@ -14,7 +14,7 @@ from models.inputs import loadtest, parts
 from models.inputs.records import CallLog
 from models.inputs.summary import Window, summarize
 from sim.stats import LogHistogram, percentiles
-from tests.support import columns, preset
+from tests.support import columns, examples, preset
 
 QS = (0, 1, 50, 90, 99, 99.9, 100)
 
@@ -49,7 +49,7 @@ def test_histogram_percentiles_are_within_the_stated_bound(draw):
     assert_within_bound(values, h)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.floats(-1e9, 1e9, allow_nan=False), min_size=1, max_size=300))
 def test_histogram_bound_holds_for_any_values(values):
     h = LogHistogram()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from experiments.whatif.recovery import measure
 from models.inputs import loadtest
 from sim.scenario import ScenarioError
-from tests.support import preset, scenario
+from tests.support import examples, preset, scenario
 
 SAME = ("calls", "calls_per_s", "wait_mean_s", "added_latency_p50_s", "added_latency_p99_s", "errors", "cold_starts")
 
@@ -94,7 +94,7 @@ def test_the_retry_keys_refuse_what_modal_retries_refuses(kwargs, key, value):
     modal.Retries(max_retries=2, **{k: ok[k] for k in kwargs})  # the edge of modal's range: both take it
 
 
-@settings(max_examples=25, deadline=None, derandomize=True)
+@settings(max_examples=examples(25), deadline=None, derandomize=True)
 @given(
     rate=st.floats(1.0, 12.0),
     containers=st.integers(0, 12),

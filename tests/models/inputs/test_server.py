@@ -23,6 +23,7 @@ from models.inputs.records import CallLog
 from sim.dists import Constant
 from sim.engine import Sim
 from sim.rng import Streams
+from tests.support import examples
 
 
 def proxy(max_concurrency: int = 0, cpu_per_request_s: float = 0.0) -> Proxy:
@@ -74,7 +75,7 @@ OPS = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.sampled_from([0, 0, 2, 5]),
     st.sampled_from([0.0, 0.0, 0.3]),
@@ -199,7 +200,7 @@ POOLS = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(POOLS, st.integers(-3, 4), st.integers(0, 1_000_000), st.integers(0, 3))
 def test_a_pool_that_cannot_bind_is_skipped_exactly(sets: dict, spare: int, big: int, seed: int) -> None:
     """Closed-loop clients with any ``connection_limit`` (below, at, above ``in_flight``): the run as it is (the

@@ -27,10 +27,10 @@ from models.inputs.approaches import base
 from sim import engine
 from sim.scenario import ScenarioError, build, param
 from sim.shortcuts import Shortcut, Shortcuts, parse
-from tests.support import ROOT
+from tests.support import ROOT, examples
 
 SHORTCUTS = loadtest.SHORTCUTS
-DEFAULT_EXAMPLES = 320
+DEFAULT_EXAMPLES = examples(320)
 PROPERTIES = 9  # the properties below that draw examples (each gets an equal share)
 
 

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from experiments.cli import build_scenario
 from models.sandboxes import creation as sandboxes
 from models.sandboxes.summary import LIMITING
+from tests.support import examples
 
 LONG = 600.0  # a horizon no run needs: with room for all and none finishing, every sandbox must be created by then
 
@@ -66,7 +67,7 @@ def sandbox_scenarios(draw: st.DrawFn) -> dict:
     }
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tree=sandbox_scenarios(), seed=st.integers(0, 2**32))
 @example(  # found in CI: a lock held through the whole span read -1.4e-17 s busy (rounding), so -0.0 utilization
     tree={

@@ -25,9 +25,10 @@ from models.sandboxes import creation, placement
 from sim import engine
 from sim.scenario import ScenarioError, build
 from tests.models.inputs.test_shortcuts import IGNORED, diff_settings, dists, same
+from tests.support import examples
 
 SHORTCUTS = creation.SHORTCUTS
-DEFAULT_EXAMPLES = 80
+DEFAULT_EXAMPLES = examples(80)
 PROPERTIES = 4  # the properties below that draw examples (each gets an equal share)
 SETTINGS = diff_settings(DEFAULT_EXAMPLES, PROPERTIES)
 SEEDS = st.integers(0, 2**16)
