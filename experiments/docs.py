@@ -1,10 +1,11 @@
 """The docs site's reference pages, generated: ``python -m experiments.docs [--out docs/reference]``.
 
-Three pages, each written from what the code declares, so that nothing in them is written twice: ``keys.md`` from the
+Four pages, each written from what the code declares, so that nothing in them is written twice: ``keys.md`` from the
 models' scenario schemas (models/registry.py; every field's type, default, range, description and source from its
 ``param(...)`` metadata, sim/scenario.py), ``metrics.md`` from the models' metric declarations (sim/metrics.py; the
-union over every preset of a model and every variant a scenario key selects), and ``commands.md`` from each command's
-argparse parser (its ``--help``). tests/test_docs.py regenerates them and compares them with the committed pages.
+union over every preset of a model and every variant a scenario key selects), ``commands.md`` from each command's
+argparse parser (its ``--help``), and ``modules.md`` from the modules' docstrings (experiments/module_index.py).
+tests/test_docs.py regenerates them and compares them with the committed pages.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+from experiments import module_index
 from models.registry import MODELS
 from sim import files
 from sim.dists import Dist
@@ -419,7 +421,12 @@ def commands_page() -> str:
     return "\n".join(out)
 
 
-PAGES = {"keys.md": keys_page, "metrics.md": metrics_page, "commands.md": commands_page}
+PAGES = {
+    "keys.md": keys_page,
+    "metrics.md": metrics_page,
+    "commands.md": commands_page,
+    "modules.md": module_index.page,
+}
 
 
 def write(out: Path) -> list[Path]:
