@@ -40,7 +40,7 @@ def first_column(text: str) -> set[str]:
 
 def test_generated_pages_match_the_code(tmp_path):
     written = docs.write(tmp_path)
-    assert sorted(p.name for p in written) == ["commands.md", "keys.md", "metrics.md"]
+    assert sorted(p.name for p in written) == ["commands.md", "keys.md", "metrics.md", "modules.md"]
     for path in written:
         committed = REFERENCE / path.name
         assert committed.exists(), f"{committed} missing: run python -m experiments.docs"
@@ -107,7 +107,7 @@ def test_command_line_writes_the_pages(tmp_path):
         [sys.executable, "-m", "experiments.docs", "--out", str(out)], capture_output=True, text=True, cwd=ROOT
     )
     assert r.returncode == 0, r.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["commands.md", "keys.md", "metrics.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["commands.md", "keys.md", "metrics.md", "modules.md"]
     assert (out / "keys.md").read_text() == (REFERENCE / "keys.md").read_text()
 
 
