@@ -24,9 +24,11 @@ import math
 
 import numpy as np
 
-from experiments.cli import ArgParser, check_out, check_size, load_scenario, main_guard, out_path, run_scenario
+from models.runs import check_size, load_scenario, run_scenario
 from models.sandboxes import faults
 from sim import files
+from sim.cli import ArgParser, main_guard, out_path
+from sim.files import check_out
 from sim.scenario import ScenarioError
 
 PRESETS = {"modal-v1": "sandboxes-v1", "modal-v2": "sandboxes-v2", "kubernetes": "sandboxes-k8s"}

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from experiments.cli import load_scenario, run_scenario
 from experiments.spec import check_runs
 from models.inputs.recovery import BAND, bin_for, recovery
 from models.registry import MODELS
+from models.runs import load_scenario, run_scenario
 from sim import files
 from sim.scenario import ScenarioError
 

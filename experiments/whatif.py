@@ -41,23 +41,15 @@ from tqdm import tqdm
 from experiments import plan as plan_
 from experiments import plan_page, uncertainty
 from experiments import recovery as recovery_
-from experiments.cli import (
-    ArgParser,
-    add_set_option,
-    cap_jobs,
-    check_out,
-    load_scenario,
-    main_guard,
-    out_path,
-    process_pool,
-    run_scenario,
-    warn_extrapolated,
-)
 from experiments.spec import check_runs
 from experiments.whatif_report import frontier_report, words
 from models.inputs.demand import Shape, parse_shape
 from models.registry import MODELS
-from sim.engine import OverBudget
+from models.runs import load_scenario, run_scenario, warn_extrapolated
+from sim.cli import ArgParser, add_set_option, cap_jobs, main_guard, out_path
+from sim.files import check_out
+from sim.guard import OverBudget
+from sim.processes import process_pool
 from sim.scenario import ScenarioError
 
 METRICS = (

@@ -10,8 +10,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from experiments.cli import human
 from sim import files
+from sim.cli import human
 
 
 def words(out: dict) -> list[str]:

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from calibration.candidates import OFF
-from experiments.cli import load_scenario
 from models.inputs.loadtest import Scenario
+from models.runs import load_scenario
 from sim.scenario import build, merge, parse_value, set_dotted
 
 MECHANISMS_OFF: dict = {}

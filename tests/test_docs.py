@@ -17,10 +17,11 @@ import pytest
 
 import models
 from experiments import docs
-from experiments.cli import load_scenario
+from models.presets import PRESETS
 from models.registry import MODELS
+from models.runs import load_scenario
 from sim.metrics import Metrics
-from sim.scenario import PRESETS, schema_keys
+from sim.scenario import schema_keys
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "docs" / "reference"

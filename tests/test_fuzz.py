@@ -26,9 +26,11 @@ from experiments import compare as compare_cmd
 from experiments import report as report_cmd
 from experiments import run as run_cmd
 from experiments import spec, sweep
-from experiments.cli import BUDGET_ENV, load_scenario, one_line
 from models.registry import MODELS
+from models.runs import load_scenario
 from models.sandboxes import faults as sandbox_faults
+from sim.cli import one_line
+from sim.guard import BUDGET_ENV
 from sim.scenario import ScenarioError, flatten, schema_keys, to_dict
 
 FUZZ_EXAMPLES = int(os.environ.get("SCALESIM_FUZZ_EXAMPLES", "150"))

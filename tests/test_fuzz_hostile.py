@@ -33,7 +33,7 @@ from experiments import report as report_cmd
 from experiments import run as run_cmd
 from experiments import sweep as sweep_cmd
 from experiments import whatif as whatif_cmd
-from experiments.cli import BUDGET_ENV
+from sim.guard import BUDGET_ENV
 
 FUZZ_EXAMPLES = int(os.environ.get("SCALESIM_FUZZ_EXAMPLES", "150"))
 EXAMPLES = max(5, FUZZ_EXAMPLES // 10)  # 15 per property in the suite's default run, 200 at 2,000

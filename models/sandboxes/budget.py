@@ -1,5 +1,5 @@
 """What a sandbox-creation run will cost, estimated from its scenario before it starts (``Estimate``: sim/model.py),
-for the run budgets (experiments/cli.py; docs/explanation/robustness.md).
+for the run budgets (models/runs.py; docs/explanation/robustness.md).
 
 The size is the sandboxes; the events, ``EVENTS_PER_SANDBOX`` per sandbox; and what the control plane does each
 simulated second whatever the load: Kubernetes' node lease renewals (nodes ÷ ``kubernetes.lease_interval_s``, each an
