@@ -109,7 +109,7 @@ def _containers(sc: Scenario) -> float:
     return want
 
 
-# What a run over its budget spends its events on (sim/engine.py ``Budget.grows``), by callback.
+# What a run over its budget spends its events on (sim/guard.py ``Budget.grows``), by callback.
 RETRIES = ("retries", "lengthen clients.backoff_base_s and clients.backoff_max_s")
 GROWS = {
     "Load._send": RETRIES,  # a retry's new try (and a pooled call's)

@@ -7,7 +7,7 @@ eighth of an event: ``Sim.charge``) and Modal V2's published worker state (worke
 copied, each an eighth). A fault (models/sandboxes/faults.py) adds the retries it causes where they can be bounded
 ahead: a scheduler outage's creates time out and are sent again every ``faults.scheduler_down_detect_s`` while it
 lasts (at most the client's concurrency at once, the share routed to the dead scheduler); the retries a stream stall
-causes (placements on stale state) are not bounded ahead, and the budget checked as the run goes (sim/engine.py
+causes (placements on stale state) are not bounded ahead, and the budget checked as the run goes (sim/guard.py
 ``Budget``) ends such a run with one line naming them (``GROWS``).
 """
 
@@ -49,7 +49,7 @@ def estimate(sc: Any) -> Estimate:
     )
 
 
-# What a run over its budget spends its events on (sim/engine.py ``Budget.grows``), by callback.
+# What a run over its budget spends its events on (sim/guard.py ``Budget.grows``), by callback.
 GROWS = {
     "Kubernetes._leases": ("node lease renewals", "lengthen kubernetes.lease_interval_s (or fewer fleet.workers)"),
     "ModalV2._publish": ("published worker state", "lengthen scheduler.publish_interval_s (or fewer fleet.workers)"),
