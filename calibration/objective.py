@@ -25,7 +25,7 @@ from calibration.ways import WAYS
 from models.inputs import loadtest
 from models.inputs.summary import Window
 from models.runs import load_scenario
-from sim.processes import process_pool
+from sim.pools import process_pool
 
 MISSING_TERM = 1e4  # a figure the model never produced: as bad as being 100 bands off
 EXTRA_METRICS = ("calls_issued", "calls_issued_per_s")  # reported next to the targets (errors' band, counting rule)

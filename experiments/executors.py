@@ -28,7 +28,8 @@ from typing import Any
 from experiments.rows import failed_row, run_point
 from experiments.spec import Point
 from sim.errors import missing_extra
-from sim.processes import process_pool, sigint_held
+from sim.pools import process_pool
+from sim.processes import sigint_held
 from sim.scenario import ScenarioError
 
 Rows = Iterator[tuple[Point, int]]

@@ -32,7 +32,7 @@ from experiments.spec import DEFAULT, Spec, check_size, load_spec
 from sim import files
 from sim.cli import ArgParser, add_set_option, cap_jobs, main_guard, one_line, out_path
 from sim.files import check_out
-from sim.processes import WORKER_DIED
+from sim.pools import WORKER_DIED
 from sim.scenario import ScenarioError
 
 # the files a sweep and its report write under --out: each a regular file or absent, checked up front

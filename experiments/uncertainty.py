@@ -42,7 +42,7 @@ from models.inputs.function import ASYNC, SYNC
 from models.runs import load_scenario, run_scenario
 from sim import files
 from sim.cli import cap_jobs
-from sim.processes import process_pool
+from sim.pools import process_pool
 from sim.scenario import ScenarioError, leading_number
 
 SHIPPED = Path(__file__).resolve().parent.parent / "calibration" / "params" / "reference-loadtest.plausible.json"

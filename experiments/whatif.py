@@ -49,7 +49,7 @@ from models.runs import load_scenario, run_scenario, warn_extrapolated
 from sim.cli import ArgParser, add_set_option, cap_jobs, main_guard, out_path
 from sim.files import check_out
 from sim.guard import OverBudget
-from sim.processes import process_pool
+from sim.pools import process_pool
 from sim.scenario import ScenarioError
 
 METRICS = (

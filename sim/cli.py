@@ -21,14 +21,8 @@ import numpy as np
 
 from sim.errors import ScenarioError
 from sim.model import InvariantViolated
-from sim.processes import (
-    INTERRUPTED,
-    WORKER_DIED,
-    WorkerDied,
-    WorkerPool,
-    exiting_on_interrupt,
-    restore_interrupt,
-)
+from sim.pools import WORKER_DIED, WorkerPool
+from sim.processes import INTERRUPTED, WorkerDied, exiting_on_interrupt, restore_interrupt
 
 BAD_INPUT = 2
 

@@ -1,6 +1,6 @@
 """Worker processes that end with the process that started them, and Ctrl-C as one line.
 
-A worker (a run's parts, models/inputs/parts.py; a pool of runs, ``process_pool``) begins with
+A worker (a run's parts, models/inputs/parts.py; a pool of runs, sim/pools.py) begins with
 ``detach_worker``: it dies with its parent, SIGKILL included (Linux: ``prctl(PR_SET_PDEATHSIG)``; elsewhere a
 watchdog thread on the parent's pid); it ignores SIGINT, which a terminal's Ctrl-C sends to the whole process group:
 the parent stops its workers; and its stdin, stdout and stderr are ``/dev/null``, so it holds none of the caller's
@@ -22,11 +22,7 @@ import signal
 import sys
 import threading
 import time
-import weakref
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from typing import ClassVar
 
 INTERRUPTED = 130  # the exit code of a command ended by Ctrl-C (128 + SIGINT), as a shell reports it
 WATCHDOG_S = 0.5  # how often a worker without PR_SET_PDEATHSIG looks for its parent
@@ -36,52 +32,6 @@ _COMMAND = False  # this interpreter runs one of the project's commands (``exit_
 
 class WorkerDied(RuntimeError):
     """A worker process ended without answering (killed, or out of memory): one line, exit 1."""
-
-
-WORKER_DIED = (WorkerDied, BrokenProcessPool)  # a run's worker process ended without answering: exit 1, one line
-
-
-class WorkerPool(ProcessPoolExecutor):
-    """A ProcessPoolExecutor of detached workers (sim/processes.py: they die with this process, SIGKILL included,
-    ignore Ctrl-C and hold none of its pipes) whose shutdown does not wait for work still queued or running (after
-    an error or a Ctrl-C here): the workers are stopped (SIGTERM) instead."""
-
-    _live: ClassVar[weakref.WeakSet[WorkerPool]] = weakref.WeakSet()
-
-    def __init__(self, jobs: int) -> None:
-        super().__init__(max_workers=jobs, initializer=detach_worker, initargs=(os.getpid(),))
-        WorkerPool._live.add(self)
-
-    def _spawn_process(self) -> None:  # (concurrent.futures: each worker is started here)
-        with sigint_held():
-            super()._spawn_process()
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        if getattr(self, "_pending_work_items", None):
-            self.stop()
-        super().shutdown(wait=wait, cancel_futures=cancel_futures)
-
-    def stop(self) -> None:
-        """Cancel what is queued and end the workers now, not once their runs are done."""
-        processes = list((getattr(self, "_processes", None) or {}).values())
-        super().shutdown(wait=False, cancel_futures=True)
-        for proc in processes:
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                proc.terminate()
-        for proc in processes:
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                proc.join(5)
-
-    @classmethod
-    def stop_all(cls) -> None:
-        """Stop every pool still open (a Ctrl-C or a dead worker ends the command: no pool may keep it waiting)."""
-        for pool in list(cls._live):
-            pool.stop()
-
-
-def process_pool(jobs: int) -> WorkerPool:
-    """A pool of ``jobs`` worker processes that end when this process dies, SIGKILL included (``WorkerPool``)."""
-    return WorkerPool(jobs)
 
 
 def how_ended(exitcode: int | None) -> str:
