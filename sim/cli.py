@@ -159,7 +159,8 @@ def cap_jobs(prog: str, jobs: int, runs: int) -> int:
 
 class RunProgress:
     """A long single run's progress on stderr (a tqdm bar of simulated seconds, with simulated time per wall
-    second), shown once the run has taken ``after_s`` of wall time, and only on a terminal; the engine's hook."""
+    second), shown once the run has taken ``after_s`` of wall time, and only on a terminal; a run guard's
+    ``progress`` (sim/guard.py)."""
 
     def __init__(self, after_s: float = 5.0) -> None:
         self.after_s = after_s
