@@ -12,8 +12,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from experiments.cli import load_scenario
 from models.inputs.loadtest import Scenario
+from models.runs import load_scenario
 from sim.scenario import ScenarioError, leading_number, schema_keys
 
 COLD_START_SIGMA = 0.3  # assumption: the shape of the cold-start distribution (lognormal sigma)

@@ -237,7 +237,7 @@ def _span(clients: Sequence[int]) -> str:
 
 
 def _error(e: BaseException) -> str:
-    from experiments.cli import one_line
+    from sim.cli import one_line
 
     return one_line(str(e)) if isinstance(e, ClientError) else one_line(f"{type(e).__name__}: {e}")
 
@@ -431,7 +431,7 @@ def _read(stream: Any) -> Any:
 def child_main() -> int:
     """``python -m calibration.clients``: one share of a run's clients (the module docstring's protocol)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent ends us
-    from experiments.cli import die_with_parent
+    from sim.processes import die_with_parent
 
     die_with_parent(os.getppid())
     out = os.fdopen(os.dup(1), "wb")

@@ -26,7 +26,7 @@ COLDSTART_OUT = Path(__file__).resolve().parent / "params" / "coldstart.toml"
 
 def coldstart_figures(values: dict[str, float], seeds: list[int]) -> dict:
     """The fitted figures of the three coldstart presets with platform ``values``, mean over seeds."""
-    from experiments.cli import load_scenario, run_scenario
+    from models.runs import load_scenario, run_scenario
 
     sets = [f"coldstart.{k}={float(v)!r}" for k, v in values.items()]
     out = {}

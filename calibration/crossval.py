@@ -29,8 +29,8 @@ from calibration.candidates import Candidate, Free
 from calibration.objective import Objective, Runner, loss, reference
 from calibration.search import Fit, fit_candidate, joint, profile
 from calibration.targets import APPROACHES, Target, predictions, targets
-from experiments.cli import load_scenario
 from models.inputs.approaches import APPROACHES as MODEL_APPROACHES
+from models.runs import load_scenario
 
 NOISE_SE = 2.0  # candidates whose CV score is within this many standard errors of the best's are alternatives
 

@@ -10,8 +10,8 @@ fit's seeds.
 from __future__ import annotations
 
 from calibration.objective import Experiment, Runner, simulate
-from experiments.cli import load_scenario
 from models.inputs.envelope import copies
+from models.runs import load_scenario
 
 MEASURED = ("backlog_longest_s", "containers_peak")  # what the runs measure (the rest is in their scenarios)
 

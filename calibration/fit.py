@@ -44,7 +44,9 @@ from calibration.sandboxes import SANDBOXES_OUT, fit_sandboxes
 from calibration.search import Fit, fit_candidate
 from calibration.sources import COLDSTART_TRACE_OUT, Source
 from calibration.targets import APPROACHES, REFERENCE, Target, predictions, targets
-from experiments.cli import ArgParser, add_set_option, cap_jobs, check_out, load_scenario, main_guard, out_path
+from models.runs import load_scenario
+from sim.cli import ArgParser, add_set_option, cap_jobs, main_guard, out_path
+from sim.files import check_out
 from sim.scenario import ScenarioError
 
 __all__ = ["COLDSTART_OUT", "COLDSTART_RATIO", "COLDSTART_REFERENCE", "OUT", "main"]

@@ -22,9 +22,10 @@ import numpy as np
 from calibration import trace
 from calibration.targets import Prediction, Target, measured
 from calibration.ways import WAYS
-from experiments.cli import load_scenario, process_pool
 from models.inputs import loadtest
 from models.inputs.summary import Window
+from models.runs import load_scenario
+from sim.pools import process_pool
 
 MISSING_TERM = 1e4  # a figure the model never produced: as bad as being 100 bands off
 EXTRA_METRICS = ("calls_issued", "calls_issued_per_s")  # reported next to the targets (errors' band, counting rule)

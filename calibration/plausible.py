@@ -21,8 +21,9 @@ from pathlib import Path
 
 from calibration.objective import Runner, reference, simulate
 from calibration.targets import APPROACHES, CALLS, CONTAINERS, FIRST, LATENCIES
-from experiments.cli import ArgParser, load_scenario
+from models.runs import load_scenario
 from sim import files
+from sim.cli import ArgParser
 from sim.scenario import ScenarioError
 
 FIGURES = (CALLS, FIRST, *LATENCIES, CONTAINERS)  # every figure the reference test reports (fitted or kept aside)

@@ -27,7 +27,8 @@ from calibration.candidates import by_name, with_range
 from calibration.search import Fit, Profile
 from calibration.standin.platform import PARAMS, Params
 from calibration.standin.server import StandIn
-from experiments.cli import ArgParser, check_out, main_guard, out_path
+from sim.cli import ArgParser, main_guard, out_path
+from sim.files import check_out
 
 PROG = "python -m calibration.recovery"
 CANDIDATE = "overhead"

@@ -246,10 +246,10 @@ def write_settings(path: Path, settings: list[str], comments: list[str], preset:
 
 def write_checked(path: Path, text: str, preset: str) -> str:
     """Write ``text`` as the parameter file ``path`` only if ``experiments.run PRESET --params PATH`` accepts it: it
-    is written beside ``path`` first, loaded by the path ``run`` takes (experiments/cli.py ``load_scenario``), and only
+    is written beside ``path`` first, loaded by the path ``run`` takes (models/runs.py ``load_scenario``), and only
     then moved into place; a file ``run`` would reject is a ScenarioError naming ``path`` and why, and nothing is
     written (a fit never leaves a parameter file behind that its users cannot load)."""
-    from experiments.cli import load_scenario
+    from models.runs import load_scenario
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

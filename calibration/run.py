@@ -21,7 +21,7 @@ docs/sources.md §2).
   and secret from ``~/.modal.toml`` or ``MODAL_TOKEN_ID``/``MODAL_TOKEN_SECRET``, or OAuth variables); this command
   only checks that they are there and never prints or writes them. Without them a real run exits 2 with one line.
 
-Exit codes as every command (experiments/cli.py): 0 done; 2 bad input (one line naming the option); 1 anything
+Exit codes as every command (sim/cli.py): 0 done; 2 bad input (one line naming the option); 1 anything
 else (a failed run, not confirmed); 130 interrupted.
 """
 
@@ -41,8 +41,9 @@ from calibration import design
 from calibration.plan import DATA, PROG, Plan, app_name, default_run_id, describe
 from calibration.ways import WAYS
 from calibration.ways.base import Option, RunFailed
-from experiments.cli import ArgParser, check_out, main_guard, one_line, out_path
 from models.inputs.billing import CPU_PRICE, MEMORY_PRICE
+from sim.cli import ArgParser, main_guard, one_line, out_path
+from sim.files import check_out
 from sim.scenario import ScenarioError
 
 MARGIN_S = 300.0  # a run's wall-clock limit beyond its own bound (deploys, image builds, URL look-ups)

@@ -34,7 +34,7 @@ SANDBOXES_OUT = Path(__file__).resolve().parent / "params" / "sandboxes.toml"
 
 def sandbox_figures(request_s: float, seeds: list[int]) -> dict[str, float]:
     """The schedule-latency and TTI figures of ``sandboxes-v2`` with ``request_s``, mean over seeds."""
-    from experiments.cli import load_scenario, run_scenario
+    from models.runs import load_scenario, run_scenario
 
     keys = ("schedule_latency_p50_s", "schedule_latency_p99_s", "tti_p50_s", "tti_p90_s", "tti_p99_s")
     runs = [
@@ -71,7 +71,7 @@ def fit_sandboxes(seeds: list[int], path: Path, want: float | None = None, trace
         f"request_s keeps the schedule p50 within {lo * 1000:g}–{hi * 1000:g} ms from {low:.3g} to {high:.3g} s: the "
         "figure bounds it, it does not pin it down.",
     ]
-    from experiments.cli import load_scenario
+    from models.runs import load_scenario
 
     sc = load_scenario("sandboxes-v2", list(FIT_RUNS), [])  # the envelope: what the fit's runs covered
     bounds = [f"envelope.runs={WHAT}", f"envelope.count={sc.sandboxes.count}", f"envelope.workers={sc.fleet.workers}"]

@@ -104,7 +104,7 @@ def check_window(tr: trace.Trace, sets: tuple[str, ...]) -> None:
     """A trace of calls is fitted by simulating its experiment (its preset and ``set``), whose figures are taken over
     that scenario's window [warmup_s, duration_s); the trace's own window must be that one (ScenarioError naming the
     manifest), else the fit compares the trace's figures over one window with the model's over another."""
-    from experiments.cli import load_scenario
+    from models.runs import load_scenario
 
     preset = tr.manifest["scenario"]["preset"]
     sc = load_scenario(preset, list(sets), [])

@@ -23,9 +23,10 @@ import pandas as pd
 
 from experiments import results
 from experiments import whatif as whatif_cmd
-from experiments.cli import check_out, load_scenario, run_scenario
 from experiments.spec import load_spec
 from experiments.sweep import SWEEP_FILES, run_sweep
+from models.runs import load_scenario, run_scenario
+from sim.files import check_out
 from sim.scenario import ScenarioError
 
 

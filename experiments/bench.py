@@ -38,8 +38,9 @@ from heapq import heappush
 import numpy as np
 import simpy
 
-from experiments.cli import ArgParser, load_scenario, main_guard
 from models.inputs import loadtest
+from models.runs import load_scenario
+from sim.cli import ArgParser, main_guard
 from sim.processes import child_preexec
 
 LOADTESTS = ["loadtest-remote", "loadtest-spawn", "loadtest-copies", "loadtest-batching", "loadtest-server"]
@@ -185,7 +186,7 @@ def engine_mmc(rate: float, servers: int, mean_service: float, horizon: float, s
 
 SANDBOX_CHILD = """
 import json, resource, sys
-from experiments.cli import load_scenario, run_scenario
+from models.runs import load_scenario, run_scenario
 sc = load_scenario(sys.argv[1], sys.argv[2:], [])
 m = run_scenario(sc, seed=0)
 print(json.dumps({"sandboxes": m["sandboxes_created"], "makespan_s": m["creation_makespan_s"], "wall_s": m["wall_s"],
@@ -198,7 +199,7 @@ CHILD: dict = {"stdin": subprocess.DEVNULL, "preexec_fn": child_preexec}
 
 LOADTEST_CHILD = """
 import json, resource, sys
-from experiments.cli import load_scenario
+from models.runs import load_scenario
 from models.inputs import loadtest
 sc = load_scenario(sys.argv[2], sys.argv[3:], [])
 m = loadtest.run(sc, seed=0, jobs=int(sys.argv[1]))

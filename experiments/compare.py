@@ -14,17 +14,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from experiments.cli import (
-    ArgParser,
-    add_set_option,
-    check_out,
-    load_scenario,
-    main_guard,
-    out_path,
-    run_scenario,
-    warn_extrapolated,
-)
 from models.registry import MODELS
+from models.runs import load_scenario, run_scenario, warn_extrapolated
+from sim.cli import ArgParser, add_set_option, main_guard, out_path
+from sim.files import check_out
 from sim.scenario import ScenarioError
 
 MAX_TITLE = 300  # a title's characters: a megabyte of text would take gigabytes to lay out

@@ -25,10 +25,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from experiments.cli import process_pool
 from experiments.rows import failed_row, run_point
 from experiments.spec import Point
 from sim.errors import missing_extra
+from sim.pools import process_pool
 from sim.processes import sigint_held
 from sim.scenario import ScenarioError
 
@@ -209,7 +209,7 @@ MODAL_PACKAGES = ("sim", "models", "calibration", "experiments")  # this project
 # what a run imports (the rest of the project's dependencies serve the calibration apps, Dask and Modal's client)
 MODAL_DEPENDENCIES = ("simpy", "numpy", "scipy", "pandas", "matplotlib", "pyarrow", "tqdm")
 MODAL_CPU = 1.0  # a run is one Python thread
-MODAL_MEMORY_MIB = 2048  # a run within its size budget (10 million calls: about 0.5 GiB; experiments/cli.py)
+MODAL_MEMORY_MIB = 2048  # a run within its size budget (10 million calls: about 0.5 GiB; models/runs.py)
 MODAL_TIMEOUT_S = 3600  # the largest runs take minutes
 
 

@@ -25,10 +25,12 @@ import math
 
 import numpy as np
 
-from experiments.cli import ArgParser, check_out, check_size, load_scenario, main_guard, out_path, run_scenario
+from models.runs import check_size, load_scenario, run_scenario
 from models.sandboxes import faults
 from models.sandboxes.planes import PLANES, ControlPlane
 from sim import files
+from sim.cli import ArgParser, main_guard, out_path
+from sim.files import check_out
 from sim.scenario import ScenarioError
 
 # the planes in the table's order (their ``ORDER``), each with its preset and faults (models/sandboxes/planes/)

@@ -26,11 +26,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from experiments.cli import ArgParser, check_out, human, main_guard, out_path, run_scenario
 from experiments.plots import draw, draw_timeseries
 from experiments.results import model_name, read_results
 from models.registry import MODELS
+from models.runs import run_scenario
 from sim import files
+from sim.cli import ArgParser, human, main_guard, out_path
+from sim.files import check_out
 from sim.model import Figure, Model
 from sim.scenario import ScenarioError, build, flatten, schema_keys, set_dotted, to_dict
 

@@ -27,11 +27,12 @@ from typing import Any
 
 import pandas as pd
 
-from experiments.cli import build_scenario, one_line
 from experiments.rows import row_keys
 from experiments.spec import Point
 from models.registry import MODELS
+from models.runs import build_scenario
 from sim import files
+from sim.cli import one_line
 from sim.scenario import ScenarioError, flatten, to_dict
 
 KEYS = ["point", "variant", "seed"]

@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from experiments.cli import build_scenario, run_scenario
 from experiments.spec import Point
 from models.registry import MODELS
+from models.runs import build_scenario, run_scenario
 from sim.scenario import ScenarioError, flatten, to_dict
 
 

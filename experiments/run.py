@@ -20,20 +20,11 @@ import tomllib
 from pathlib import Path
 
 from experiments import uncertainty
-from experiments.cli import (
-    ArgParser,
-    RunProgress,
-    add_set_option,
-    cap_jobs,
-    human,
-    load_scenario,
-    main_guard,
-    run_scenario,
-    warn_extrapolated,
-)
+from models.presets import PRESETS
 from models.registry import MODELS
-from sim import engine
-from sim.scenario import PRESETS, to_dict
+from models.runs import load_scenario, run_scenario, warn_extrapolated
+from sim.cli import ArgParser, RunProgress, add_set_option, cap_jobs, human, main_guard
+from sim.scenario import to_dict
 
 SWEEPS = Path(__file__).resolve().parent / "sweeps"
 
@@ -143,11 +134,12 @@ def main(argv: list[str] | None = None) -> int:
                 seed=args.seed,
             )
         else:
-            engine.PROGRESS = progress = RunProgress()  # a bar on a terminal once the run takes over 5 s
+            progress = RunProgress()  # a bar on a terminal once the run takes over 5 s
             try:
-                metrics = run_scenario(sc, seed=args.seed, jobs=cap_jobs("experiments.run", jobs, jobs))
+                metrics = run_scenario(
+                    sc, seed=args.seed, jobs=cap_jobs("experiments.run", jobs, jobs), progress=progress
+                )
             finally:
-                engine.PROGRESS = None
                 progress.close()
         out = {**metrics, "seed": args.seed, "scenario": to_dict(sc)}
         warn_extrapolated(metrics["extrapolated"])

@@ -19,17 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from experiments import uncertainty
-from experiments.cli import BUDGET_ENV, budget_factor, build_scenario
+from models.presets import PRESETS, resolve
 from models.registry import MODELS, model_of
+from models.runs import build_scenario
+from sim.guard import BUDGET_ENV, budget_factor
 from sim.model import Model
 from sim.scenario import (
-    PRESETS,
     ScenarioError,
     exists,
     flatten,
     parse_value,
     read_toml,
-    resolve,
     schema_keys,
     set_dotted,
 )

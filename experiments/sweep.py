@@ -26,20 +26,13 @@ import pandas as pd
 from tqdm import tqdm
 
 from experiments import executors, report
-from experiments.cli import (
-    WORKER_DIED,
-    ArgParser,
-    add_set_option,
-    cap_jobs,
-    check_out,
-    main_guard,
-    one_line,
-    out_path,
-)
 from experiments.results import Appender, WriteFailed, lock, plan, read_results, resume, write_whole
 from experiments.rows import run_point
 from experiments.spec import DEFAULT, Spec, check_size, load_spec
 from sim import files
+from sim.cli import ArgParser, add_set_option, cap_jobs, main_guard, one_line, out_path
+from sim.files import check_out
+from sim.pools import WORKER_DIED
 from sim.scenario import ScenarioError
 
 # the files a sweep and its report write under --out: each a regular file or absent, checked up front

@@ -37,10 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from experiments.cli import cap_jobs, load_scenario, process_pool, run_scenario
 from models.inputs.approaches import APPROACHES
 from models.inputs.function import ASYNC, SYNC
+from models.runs import load_scenario, run_scenario
 from sim import files
+from sim.cli import cap_jobs
+from sim.pools import process_pool
 from sim.scenario import ScenarioError, leading_number
 
 SHIPPED = Path(__file__).resolve().parent.parent / "calibration" / "params" / "reference-loadtest.plausible.json"

@@ -37,10 +37,12 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from models.presets import resolve
+from sim.guard import UNGUARDED, Guard
 from sim.metrics import RUN, Metric, Metrics, percentile_metrics
 from sim.model import Figure, Model, TimeSeries, records_frame
 from sim.rng import Streams
-from sim.scenario import Described, build, param, resolve, section
+from sim.scenario import Described, build, param, section
 from sim.shortcuts import Shortcuts
 from sim.stats import percentiles
 
@@ -204,10 +206,17 @@ class Starter:
         return lambda: self.start(clock())["total"]
 
 
-def run(sc: ColdStartScenario, seed: int = 0, series: dict | None = None, records: bool = False, jobs: int = 1) -> dict:
+def run(
+    sc: ColdStartScenario,
+    seed: int = 0,
+    series: dict | None = None,
+    records: bool = False,
+    jobs: int = 1,
+    guard: Guard = UNGUARDED,
+) -> dict:
     """Simulate ``coldstart.starts`` container starts; return the container-start metrics declared below. With
-    ``records``, ``metrics["records"]`` is a DataFrame of one row per start: its time, its phases and total. ``jobs`` is
-    not used (a run of one part)."""
+    ``records``, ``metrics["records"]`` is a DataFrame of one row per start: its time, its phases and total.
+    ``jobs`` and ``guard`` are not used (a run of one part, and no clock)."""
     wall0 = time.perf_counter()
     used = SHORTCUTS.used(sc)  # none, but the key is checked (a name no model knows is an error)
     cp = sc.coldstart

@@ -36,13 +36,9 @@ While ``Sim.run`` runs, Python's cyclic garbage collector runs less often (``GC_
 holds an entry per call in flight, each a tuple with a callback that the collector must walk, and at 800,000
 requests in flight its default thresholds cost a tenth of the run. Collection never changes a number.
 
-A run may be given a *budget* (``BUDGET``, a ``Budget``; the commands set it from the run's estimate:
-experiments/cli.py): ``run`` checks it where it already looks up from its loop, every 2^16 entries, so it costs
-nothing per event: the entries processed so far by every clock of the process (their sum over the run's parts and
-``run`` calls) and the process's resident memory. Past either, the run ends with ``OverBudget`` (bad input, exit 2),
-saying how many events in how much simulated time, and what grew: the callbacks of the next ``SAMPLE`` entries,
-counted by name and told in the model's words (``Budget.grows``). Without a budget (``BUDGET`` None) nothing is
-checked. A budget never changes a number: a run within it is the run without it.
+A run is watched by its *guard* (sim/guard.py: its budget of events and memory, stalls, a progress hook), handed
+to its clock at construction (``Sim(guard=...)``, ``Sim.taking``): ``run`` hands it the loop's look up, every 2^16
+entries, so it costs nothing per event.
 
 This reads and writes private attributes of ``simpy.Environment`` 4.x: ``_queue`` (the heap), ``_now`` (the clock),
 ``_eid`` (the insertion counter), and replaces its ``schedule``. pyproject.toml pins SimPy's major version; ``Sim()``
@@ -53,10 +49,8 @@ from __future__ import annotations
 
 import gc
 import math
-import os
-import sys
 from collections import deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from heapq import heappop, heappush
 from itertools import count, repeat
 from operator import length_hint
@@ -65,7 +59,7 @@ from typing import Any
 import simpy
 from simpy.events import NORMAL, URGENT
 
-from sim.scenario import ScenarioError
+from sim.guard import CHECK_EVENTS_MASK, SAMPLE, UNGUARDED, Guard
 
 
 class SimPyInternalsChanged(RuntimeError):
@@ -118,10 +112,12 @@ def _nothing(_arg: Any) -> None:
 
 class Sim:
     """One run's clock. ``env`` is a SimPy environment for processes and timeouts. ``calendar`` and ``delay_lines``
-    switch the engine's two shortcuts (the same events in the same order either way)."""
+    switch the engine's two shortcuts (the same events in the same order either way); ``guard`` watches the run
+    (sim/guard.py: its budget, stalls, progress)."""
 
-    def __init__(self, calendar: bool = True, delay_lines: bool = True) -> None:
+    def __init__(self, calendar: bool = True, delay_lines: bool = True, guard: Guard = UNGUARDED) -> None:
         self.env = _Environment()
+        self.guard = guard
         _check_internals(self.env)
         self._queue = self.env._queue  # the event heap: (time, priority, id, fn, arg)
         self._eid = self.env._eid  # its insertion counter (ties in time and priority go in order)
@@ -150,9 +146,10 @@ class Sim:
         self._inline = 0  # line items called by the line itself, not popped (DelayLine._next)
 
     @classmethod
-    def taking(cls, shortcuts: Collection[str]) -> Sim:
-        """The clock of a run that may take ``shortcuts`` (sim/shortcuts.py), the engine's own among them."""
-        sim = cls(calendar="calendar" in shortcuts, delay_lines="delay_lines" in shortcuts)
+    def taking(cls, shortcuts: Collection[str], guard: Guard = UNGUARDED) -> Sim:
+        """The clock of a run that may take ``shortcuts`` (sim/shortcuts.py), the engine's own among them, watched by
+        ``guard``."""
+        sim = cls(calendar="calendar" in shortcuts, delay_lines="delay_lines" in shortcuts, guard=guard)
         sim.shortcuts = shortcuts
         return sim
 
@@ -229,7 +226,7 @@ class Sim:
         """Count ``n`` units of work done within one event (a loop over nodes, a copied snapshot) against the run's
         budget, as that many events, and check it now (a loop that is the budget's problem never returns to
         ``run``'s check). ``what``: the work's callback name, for the message. Nothing without a budget."""
-        budget = BUDGET
+        budget = self.guard.budget
         if budget is None:
             return
         budget.used += n
@@ -248,7 +245,8 @@ class Sim:
         heappush(queue, (until, URGENT, next(self._eid), _halt, run))  # the heap is never empty before it pops
         processed, loads, inline = 0, self._loads, self._inline
         checkpoint = -1.0  # the clock at the last stall check
-        budget = BUDGET
+        guard = self.guard
+        budget = guard.budget
         n = CHECK_EVENTS_MASK + 1
         thresholds = gc.get_threshold()
         gc.set_threshold(*GC_THRESHOLDS)
@@ -266,7 +264,7 @@ class Sim:
                         return
                     continue  # the halt of an earlier run that stop() ended: not this run's end
                 processed += n  # every 2^16 entries: progress, and stalls
-                checkpoint = _look_up(env._now, until, processed, checkpoint)
+                checkpoint = guard.look_up(env._now, until, processed, checkpoint)
                 if budget is not None and budget.over(processed):
                     raise budget.exceeded(processed, env._now, _sample(env, queue, SAMPLE))
         finally:
@@ -347,18 +345,6 @@ class HeapLine:
         return handle
 
 
-def _look_up(now: float, until: float, processed: int, checkpoint: float) -> float:
-    """run()'s look up from its loop, every 2^16 entries: tell the progress hook; every 2^25, check that the clock has
-    moved since the last check (else Stalled). Returns the clock at the last stall check."""
-    if PROGRESS is not None:
-        PROGRESS(now, until)
-    if not processed & STALL_EVENTS_MASK:
-        if now == checkpoint:
-            raise Stalled(now, STALL_EVENTS_MASK + 1)
-        return now
-    return checkpoint
-
-
 def _sample(env: simpy.Environment, queue: list, n: int) -> dict[str, int]:
     """The callbacks of the next ``n`` entries (or fewer, if the run ends first), run as the loop runs them and
     counted by qualified name: what a run over its budget spends its events on (the run ends after: what they do is
@@ -394,86 +380,6 @@ def _name(fn: Callable[[Any], Any], arg: Any) -> str:
     return getattr(fn, "__qualname__", type(fn).__name__)
 
 
-def _resident_bytes() -> int:
-    """This process's resident memory now (Linux: /proc/self/statm; elsewhere the peak, from getrusage)."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * PAGE_BYTES
-    except (OSError, ValueError, IndexError):
-        import resource  # (not on Windows: then no memory check)
-
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return peak if sys.platform == "darwin" else peak * 1024
-
-
-class Budget:
-    """What one run may spend, checked as it goes (``Sim.run``, every 2^16 entries): ``events`` entries processed
-    by the process's clocks together (``used``: by the ``run`` calls done) and ``memory`` bytes resident. ``grows``
-    tells, for a callback's qualified name, what it is and how to make fewer ("retries", "lengthen
-    clients.backoff_base_s"); ``size`` says what the run was estimated at, ``raise_how`` how to raise the budget."""
-
-    def __init__(
-        self,
-        events: float,
-        memory: float = math.inf,
-        grows: Mapping[str, tuple[str, str]] | None = None,
-        size: str = "",
-        raise_how: str = "",
-    ) -> None:
-        self.events, self.memory = events, memory
-        self.grows = grows or {}
-        self.size, self.raise_how = size, raise_how
-        self.used = 0
-        self._why = ""
-
-    def over(self, processed: int) -> bool:
-        """Whether the run is past its budget, ``processed`` entries into the current ``run`` call."""
-        if self.used + processed > self.events:
-            self._why = "events"
-            return True
-        if self.memory < math.inf and _resident_bytes() > self.memory:
-            self._why = "memory"
-            return True
-        return False
-
-    def exceeded(self, processed: int, now: float, sample: dict[str, int]) -> OverBudget:
-        """The error that ends a run past its budget: what was spent, in how much simulated time, what grew."""
-        events = self.used + processed
-        total = sum(sample.values())
-        kinds: dict[tuple[str, str], int] = {}  # by what they are in the model's words (or by name)
-        for name, k in sample.items():
-            kind = self.grows.get(name, (name, ""))
-            kinds[kind] = kinds.get(kind, 0) + k
-        grew, advice = [], []
-        for (what, how), k in sorted(kinds.items(), key=lambda kv: -kv[1])[:2]:
-            if k < 0.2 * total:
-                break
-            grew.append(f"{what} {k / total:.0%}")
-            if how and how not in advice:
-                advice.append(how)
-        mostly = f" ({', '.join(grew)} of them)" if grew else ""
-        if self._why == "memory":
-            spent = f"{_resident_bytes() / 2**30:.3g} GiB of memory after {_count(events)} events{mostly}"
-            limit = f"the budget of {self.memory / 2**30:.3g} GiB"
-        else:
-            spent = f"{_count(events)} events{mostly}"
-            limit = f"this run's budget of {_count(self.events)} events"
-        size = f" ({self.size})" if self.size else ""
-        fix = " or ".join([*advice, self.raise_how] if self.raise_how else advice)
-        return OverBudget(
-            f"run budget: {spent} in {now:.4g} s of simulated time, more than {limit}{size}"
-            + (f": {fix}" if fix else "")
-        )
-
-
-def _count(n: float) -> str:
-    """12,345 as 12.3k; 12,345,678 as 12.3M."""
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if n >= scale:
-            return f"{n / scale:.3g}{suffix}"
-    return f"{n:.0f}"
-
-
 def _step(event: simpy.events.Event) -> None:
     """Process a SimPy event as simpy.Environment.step does."""
     callbacks, event.callbacks = event.callbacks, None
@@ -485,9 +391,6 @@ def _step(event: simpy.events.Event) -> None:
         raise exc
 
 
-_EVENT = object()  # marks a SimPy event entry in run()'s loop
-
-
 class _Every(frozenset):
     """Every shortcut (the default of a clock built outside a model's run)."""
 
@@ -497,11 +400,6 @@ class _Every(frozenset):
 
 EVERY_SHORTCUT = _Every()
 
-# A run whose clock does not move over this many events (2^25, about a minute of wall time) has stopped making
-# progress: a time step below the clock's resolution, or a loop of zero delays. More than any legitimate burst at one
-# instant: the run-size budgets (experiments/cli.py) allow at most 10 million calls or 20 million sandboxes a run.
-STALL_EVENTS_MASK = 2**25 - 1
-CHECK_EVENTS_MASK = 2**16 - 1  # how often run() looks up from its loop (progress, then stalls)
 NEAR = 8192  # heap entries below which call_at pushes to the heap directly (read by Sim()): below, a heap is faster
 BUCKETS_PER_S = 256.0  # the calendar's buckets per simulated second (a power of two: bucket bounds are exact)
 # the collector's thresholds during a run: a young collection every 10,000 allocations (Python's default: 700), a
@@ -510,27 +408,6 @@ GC_THRESHOLDS = (10_000, 20, 20)
 INLINE = 64  # line items a line calls itself, at most, before its head goes through the heap again (stall checks)
 LOAD = -1  # a load entry's priority: before SimPy's URGENT (0) and NORMAL (1) at the same time
 LATE = 2  # after both (Sim.schedule_late)
-
-# A hook the commands set to show a long run's progress: called every 2^16 events with (now, until) (None: nothing).
-PROGRESS: Callable[[float, float], None] | None = None
-# The budget the commands set for the run going (None: nothing checked; experiments/cli.py ``run_scenario``).
-BUDGET: Budget | None = None
-SAMPLE = 4096  # entries run and counted by name when a run is past its budget: what grew
-PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-class Stalled(ScenarioError):
-    """The simulated clock stopped advancing: bad input (exit 2), not a crash."""
-
-    def __init__(self, now: float, events: int) -> None:
-        super().__init__(
-            f"the simulation stopped making progress: {events:,} events at t = {now:.9g} s without the clock moving "
-            "(a time step too small for the clock, or a loop of zero delays)"
-        )
-
-
-class OverBudget(ScenarioError):
-    """A run went past its budget of events or memory as it ran: bad input (exit 2), not a crash."""
 
 
 class _Halt(Exception):

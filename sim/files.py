@@ -1,4 +1,5 @@
-"""Every file a command reads, read through one checked path: a regular file, within a size cap of its kind.
+"""Every file a command reads, read through one checked path: a regular file, within a size cap of its kind; and
+every file it writes, its path checked before any work starts (``check_out``) and written whole or not at all.
 
 ``check`` looks at a path with ``os.stat`` (which never opens it: opening a named pipe for reading blocks until a
 writer comes) and refuses what is not a regular file (a folder, a named pipe, a device such as /dev/zero, a socket)
@@ -20,7 +21,9 @@ import json
 import os
 import re
 import stat
+import tempfile
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -235,3 +238,71 @@ def write_figure(fig: Any, path: str | os.PathLike, **savefig: Any) -> bytes:
     fig.savefig(buf, format="png", **savefig)
     write_bytes(path, buf.getvalue())
     return buf.getvalue()
+
+
+def check_out(path: Path, folder: bool = False, inside: Iterable[str] = ()) -> Path:
+    """An output path checked before any work starts, the one check every command's writes go through: a path of
+    legal length (each name within the file system's limit), its folder created if missing and writable (a file is
+    created and removed there to be sure: /proc passes os.access), and the target a regular file or absent for a file
+    output (not a folder, a device or a named pipe, which would block the writer), a folder for a folder output, and
+    each of ``inside`` (the files a folder output will hold, or glob patterns of them: ``*.png``) a regular file or
+    absent. Bad input (exit 2) otherwise."""
+    where = path if folder else path.parent
+    text = str(path)
+    if len(text) > 1000:
+        raise ScenarioError(f"--out: a path of {len(text):,} characters is too long")
+    if "\x00" in text:
+        raise ScenarioError(f"--out {text!r}: a path cannot hold a NUL character")
+    for name in path.parts:
+        if len(os.fsencode(name)) > NAME_MAX:
+            raise ScenarioError(
+                f"--out {shown(path)}: a name of {len(name):,} characters, longer than a file name can be ({NAME_MAX})"
+            )
+    mode = _mode(path)
+    if folder and mode is not None and not stat.S_ISDIR(mode):
+        raise ScenarioError(f"--out {path}: is a file, not a folder")
+    if not folder and mode is not None and stat.S_ISDIR(mode):
+        raise ScenarioError(f"--out {path}: is a folder, not a file")
+    targets = [path] if not folder else [t for name in inside for t in _inside(path, name)]
+    for target in targets:
+        mode = _mode(target)
+        if mode is not None and not stat.S_ISREG(mode):
+            raise ScenarioError(f"--out {target}: {_kind(mode)}, not a regular file to write")
+        if mode is not None and not os.access(target, os.W_OK):
+            raise ScenarioError(f"--out {target}: is not writable")
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ScenarioError(f"--out {path}: cannot create {where}: {e.strerror}") from None
+    if not os.access(where, os.W_OK):
+        raise ScenarioError(f"--out {path}: {where} is not writable")
+    try:  # os.access says yes to root for /proc and a read-only file system: a file written and removed says
+        fd, probe = tempfile.mkstemp(dir=where, prefix=".scalesim-out-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ScenarioError(f"--out {path}: cannot write in {where}: {e.strerror}") from None
+    return path
+
+
+NAME_MAX = 255  # bytes in one file name (Linux, macOS)
+
+
+def _mode(path: Path) -> int | None:
+    """``path``'s file type and mode (following links), None if absent; bad input if it cannot be looked up."""
+    try:
+        return os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as e:  # a name too long, a loop of links, a folder that cannot be searched
+        raise ScenarioError(f"--out {shown(path)}: {e.strerror}") from None
+
+
+def _inside(folder: Path, name: str) -> list[Path]:
+    """The files of ``folder`` a folder output's ``name`` (a file's name or a glob pattern) means; none if absent."""
+    if not any(c in name for c in "*?["):
+        return [folder / name]
+    try:
+        return list(folder.glob(name)) if _mode(folder) is not None else []
+    except OSError as e:
+        raise ScenarioError(f"--out {shown(folder)}: {e.strerror}") from None

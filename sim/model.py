@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from sim.guard import UNGUARDED, Guard
 from sim.metrics import Metrics
 
 if TYPE_CHECKING:
@@ -26,11 +27,18 @@ class InvariantViolated(RuntimeError):
 
 class RunFunction(Protocol):
     def __call__(
-        self, sc: Any, seed: int = 0, series: dict | None = None, records: bool = False, jobs: int = 1
+        self,
+        sc: Any,
+        seed: int = 0,
+        series: dict | None = None,
+        records: bool = False,
+        jobs: int = 1,
+        guard: Guard = UNGUARDED,
     ) -> dict:
         """Simulate one scenario; return its metrics (with ``records`` also ``metrics["records"]``: a DataFrame of
         per-call, per-sandbox or per-start records). ``jobs``: processes for the run's independent parts, if it has
-        any (the numbers do not depend on it)."""
+        any (the numbers do not depend on it); ``guard``: what watches its clocks (sim/guard.py: its budget,
+        progress)."""
         ...
 
 
@@ -69,7 +77,7 @@ Parts = dict[str, tuple[float, str]]  # what makes up an amount: {what: (amount,
 
 @dataclass(frozen=True)
 class Estimate:
-    """What a run will cost, estimated from its scenario before it starts (the run budgets: experiments/cli.py), each
+    """What a run will cost, estimated from its scenario before it starts (the run budgets: models/runs.py), each
     by what makes it up, with how to make it smaller.
 
     ``size``: the run's size in its model's unit, e.g. ``{"calls": (9.5e4, "shorten duration_s"), "app copies":
@@ -99,7 +107,7 @@ class Model:
     metrics: Callable[[Any], Metrics]  # every metric a run of the scenario reports, declared (a plane adds its own)
     size: Callable[[Any], float]  # calls, sandboxes or starts a run simulates (sweeps start the big ones first)
     unit: str  # what ``size`` counts
-    budget: float  # the largest size a run may have unless the user raises it (SCALESIM_BUDGET, experiments/cli.py)
+    budget: float  # the largest size a run may have unless the user raises it (SCALESIM_BUDGET, models/runs.py)
     bottleneck: str  # the metric naming what limits a run
     figures: tuple[Figure, ...]
     timeseries: TimeSeries
@@ -108,10 +116,10 @@ class Model:
     # a run's cost estimated before it starts (None: its ``size`` alone); see ``Estimate``
     estimate: Callable[[Any], Estimate] | None = None
     events_per_unit: float = 8.0  # the events a run may process per unit of size, unless its estimate says
-    # what a run over its budget spends its events on, by callback (sim/engine.py ``Budget``): (what, how to have less)
+    # what a run over its budget spends its events on, by callback (sim/guard.py ``Budget``): (what, how to have less)
     grows: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     # why a run of the scenario could measure nothing (None: it can), naming the key to change: the commands refuse it
-    # before it starts (experiments/cli.py ``run_scenario``, exit 2); the model's run function still simulates it
+    # before it starts (models/runs.py ``run_scenario``, exit 2); the model's run function still simulates it
     unmeasurable: Callable[[Any], str | None] | None = None
 
 

@@ -1,16 +1,15 @@
 """Worker processes that end with the process that started them, and Ctrl-C as one line.
 
-A worker (a run's parts, models/inputs/parts.py; a pool of runs, experiments/cli.py ``process_pool``) begins with
-``detach_worker``: it dies with its parent, SIGKILL included (Linux: ``prctl(PR_SET_PDEATHSIG)``; elsewhere a
-watchdog thread on the parent's pid); it ignores SIGINT, which a terminal's Ctrl-C sends to the whole process group:
-the parent stops its workers; and its stdin, stdout and stderr are ``/dev/null``, so it holds none of the caller's
-pipes (whoever reads a command's output sees its end when the command dies) and it reports to its parent over its
-own pipe only. Workers are started with SIGINT blocked (``sigint_held``), so a Ctrl-C between the fork and
-``detach_worker`` cannot reach them either.
+A worker (a run's parts, models/inputs/parts.py; a pool of runs, sim/pools.py) begins with ``detach_worker``: it dies
+with its parent, SIGKILL included (Linux: ``prctl(PR_SET_PDEATHSIG)``; elsewhere a watchdog thread on the parent's pid);
+it ignores SIGINT, which a terminal's Ctrl-C sends to the whole process group: the parent stops its workers; and its
+stdin, stdout and stderr are ``/dev/null``, so it holds none of the caller's pipes (whoever reads a command's output
+sees its end when the command dies) and it reports to its parent over its own pipe only. Workers are started with SIGINT
+blocked (``sigint_held``), so a Ctrl-C between the fork and ``detach_worker`` cannot reach them either.
 
-``exit_on_interrupt`` makes a Ctrl-C while a command loads its modules one line and exit 130 (nothing has started
-yet that needs stopping); experiments/cli.py ``main_guard`` then restores Python's own handler, so that a Ctrl-C
-during the work unwinds (workers stopped, files closed) before its one line.
+``exit_on_interrupt`` makes a Ctrl-C while a command loads its modules one line and exit 130 (nothing has started yet
+that needs stopping); sim/cli.py ``main_guard`` then restores Python's own handler, so that a Ctrl-C during the work
+unwinds (workers stopped, files closed) before its one line.
 """
 
 from __future__ import annotations
@@ -68,6 +67,14 @@ def child_preexec() -> None:
     Python child then installs no KeyboardInterrupt) and, on Linux, SIGKILL when this process dies."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _death_signal()
+
+
+def die_with_parent(parent: int) -> None:
+    """A child process's first act that keeps its own pipes (calibration/clients.py; a pool's workers are detached
+    further, ``WorkerPool``): ask Linux to kill it when ``parent`` dies, SIGKILL included (PR_SET_PDEATHSIG).
+    Elsewhere: nothing."""
+    if _death_signal() and os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
 
 
 def _death_signal() -> bool:

@@ -195,7 +195,7 @@ def _coerce(tp: Any, value: Any, f: dataclasses.Field, key: str, base_dir: Path 
 
 
 # Every number a scenario holds: beyond 1e12 a simulated time (in s) loses sub-millisecond precision in a float, and
-# counts that large are refused by the run-size budget anyway (experiments/cli.py).
+# counts that large are refused by the run-size budget anyway (models/runs.py).
 MAX_MAGNITUDE = 1e12
 
 
@@ -219,37 +219,12 @@ def flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-PRESETS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
-
-
 def exists(path: Path) -> bool:
     """``path.exists()``, False for a name the system cannot even look up (too long, NUL bytes)."""
     try:
         return path.exists()
     except (OSError, ValueError):
         return False
-
-
-def resolve(scenario: str, sets: list[str] = (), params_files: list[str] = ()) -> tuple[dict, Path | None]:
-    """The raw scenario tree: a preset name or TOML path, then parameter files, then ``--set`` overrides."""
-    if len(scenario) > 1000:
-        raise ScenarioError(f"{scenario[:60]}...: a scenario name or path of {len(scenario):,} characters is too long")
-    path = Path(scenario)
-    if scenario.endswith(".toml") or exists(path):
-        tree, base = read_toml(path), path.parent
-    elif exists(PRESETS / f"{scenario}.toml"):
-        tree, base = read_toml(PRESETS / f"{scenario}.toml"), PRESETS
-    else:
-        names = ", ".join(sorted(p.stem for p in PRESETS.glob("*.toml")))
-        raise ScenarioError(f"{scenario}: unknown preset and no such file (presets: {names})")
-    for pf in params_files:
-        tree = merge(tree, read_toml(Path(pf), "a parameter file"))
-    for s in sets:
-        if "=" not in s:
-            raise ScenarioError(f"--set {s}: expected KEY=VALUE")
-        key, text = s.split("=", 1)
-        set_dotted(tree, key.strip(), parse_value(text.strip(), f"--set {key.strip()[:60]}"))
-    return tree, base
 
 
 def schema_keys(cls: type, prefix: str = "") -> set[str]:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from experiments.cli import BUDGET_ENV
+from sim.guard import BUDGET_ENV
 from tests.support import FUZZ_BUDGET, LANE
 
 

@@ -31,11 +31,11 @@ from hypothesis.control import currently_in_test_context
 from scipy import stats
 
 from calibration.candidates import OFF
-from experiments.cli import load_scenario
 from models.inputs import loadtest
 from models.inputs.loadtest import Scenario
 from models.inputs.monitor import REJECTION_LIMITS
 from models.inputs.summary import ERROR_KINDS
+from models.runs import load_scenario
 from sim.scenario import build, merge, parse_value, set_dotted
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,5 @@
-"""The house: no import cycle between the project's modules, and families whose members are found by name."""
+"""The house: no import cycle between the project's modules, its packages in one order, and families whose members
+are found by name."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from models.sandboxes.scenario import SandboxScenario
 from sim.scenario import schema_keys
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("sim", "models", "calibration", "experiments")
+PACKAGES = ("sim", "models", "calibration", "experiments")  # in their order: each imports only itself and those before
 DYNAMIC = ("import_module", "__import__")  # importlib.import_module("x"), __import__("x"): imports by name
 # modules whose import by name is of user code, not a project edge: the Modal stand-in's container imports whatever
 # module a deployed app names (as modal's container runtime does); the cold-start probe imports the program it times
@@ -99,6 +100,21 @@ def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
 
 
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """The imports that run against the packages' order (``PACKAGES``): a module importing one of a later package."""
+    rank = {pkg: i for i, pkg in enumerate(PACKAGES)}
+    return sorted(
+        f"{name} imports {dep}"
+        for name, deps in graph.items()
+        for dep in deps
+        if rank[dep.partition(".")[0]] > rank[name.partition(".")[0]]
+    )
+
+
+def test_packages_stand_in_one_order():
+    assert upward(import_graph()) == []
+
+
 def write(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -131,6 +147,23 @@ def test_the_walk_refuses_an_import_by_a_computed_name(tmp_path):
     write(tmp_path, {"sim/a.py": 'import importlib\n\nimportlib.import_module(".b", "sim")\n'})  # relative
     with pytest.raises(AssertionError, match=r"sim\.a:3"):
         import_graph(tmp_path)
+
+
+def test_the_order_check_finds_an_upward_import(tmp_path):
+    write(
+        tmp_path,
+        {
+            "sim/__init__.py": "",
+            "sim/a.py": "def f():\n    from models import b\n\n    return b\n",
+            "models/__init__.py": "",
+            "models/b.py": "from sim import a\n",
+            "calibration/__init__.py": "",
+            "calibration/c.py": 'import importlib\n\nimportlib.import_module("experiments.d")\n',
+            "experiments/__init__.py": "",
+            "experiments/d.py": "import calibration.c\nimport models.b\n",
+        },
+    )
+    assert upward(import_graph(tmp_path)) == ["calibration.c imports experiments.d", "sim.a imports models.b"]
 
 
 def reach(graph: dict[str, set[str]], start: str) -> set[str]:

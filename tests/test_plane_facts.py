@@ -6,13 +6,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from models.presets import PRESETS
 from models.sandboxes import budget, faults
 from models.sandboxes.creation import SHORTCUTS
 from models.sandboxes.planes import DEFAULT, PLANES
 from models.sandboxes.scenario import SandboxScenario
-from sim.scenario import PRESETS, read_toml
+from sim.scenario import read_toml
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PLANES_DIR = ROOT / "models" / "sandboxes" / "planes"
 
 

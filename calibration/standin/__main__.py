@@ -11,7 +11,7 @@ from pathlib import Path
 from calibration.apps.loadtest import SERVER_PACKAGES
 from calibration.standin.platform import PARAMS, Params
 from calibration.standin.server import serve
-from experiments.cli import ArgParser, main_guard
+from sim.cli import ArgParser, main_guard
 from sim.scenario import ScenarioError
 
 PROG = "python -m calibration.standin"

@@ -15,7 +15,6 @@ import html
 import math
 from pathlib import Path
 
-from experiments.cli import human, load_scenario
 from experiments.whatif.base import P99, RATE, SHAPE, Flag, Search, positive
 from experiments.whatif.pages import STYLE, number_text, settings_text, words
 from experiments.whatif.search import (
@@ -29,7 +28,9 @@ from experiments.whatif.search import (
     size_search,
     smallest,
 )
+from models.runs import load_scenario
 from sim import files
+from sim.cli import human
 from sim.scenario import ScenarioError
 
 

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from experiments.cli import ArgParser, add_set_option, cap_jobs, check_out, main_guard, out_path, warn_extrapolated
 from experiments.whatif.pages import words
 from experiments.whatif.search import Evaluation, Simulator
 from models.inputs.demand import parse_shape
+from models.runs import warn_extrapolated
+from sim.cli import ArgParser, add_set_option, cap_jobs, main_guard, out_path
+from sim.files import check_out
 from sim.scenario import ScenarioError
 
 PROG = "python -m experiments.whatif"

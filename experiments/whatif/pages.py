@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from experiments.cli import human
+from sim.cli import human
 
 STYLE = (
     "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;"

@@ -37,12 +37,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from experiments.cli import warn_extrapolated
 from experiments.whatif.base import P99, RATE, SHAPE, Flag, Search, positive, print_answer
 from experiments.whatif.plan_page import page, words
 from experiments.whatif.search import Simulator, busiest_minutes, peak_window, robustness, size_search
 from models.inputs.billing import HOURS_PER_MONTH
 from models.inputs.demand import parse_shape
+from models.runs import warn_extrapolated
 from sim.scenario import ScenarioError
 
 WAYS = ("remote", "spawn", "copies", "batching", "server")

@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from experiments.cli import load_scenario, run_scenario
 from experiments.spec import check_runs
 from experiments.whatif.base import Flag, Question, positive, print_answer
 from experiments.whatif.pages import STYLE
 from models.inputs.recovery import BAND, bin_for, recovery
 from models.registry import MODELS
+from models.runs import load_scenario, run_scenario
 from sim import files
 from sim.scenario import ScenarioError
 

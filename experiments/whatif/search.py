@@ -16,11 +16,12 @@ from scipy import stats
 from tqdm import tqdm
 
 from experiments import uncertainty
-from experiments.cli import load_scenario, process_pool, run_scenario
 from experiments.spec import check_runs
 from models.inputs.demand import Shape, parse_shape
 from models.registry import MODELS
-from sim.engine import OverBudget
+from models.runs import load_scenario, run_scenario
+from sim.guard import OverBudget
+from sim.pools import process_pool
 from sim.scenario import ScenarioError
 
 METRICS = (

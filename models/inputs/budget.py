@@ -1,5 +1,5 @@
 """What a load test's run will cost, estimated from its scenario before it starts (``Estimate``: sim/model.py), for the
-run budgets (experiments/cli.py; docs/explanation/robustness.md).
+run budgets (models/runs.py; docs/explanation/robustness.md).
 
 The size, in calls, is what the run simulates: its calls (ideal calls/s × duration, or a trace's minutes as they are
 drawn: every minute that starts within the run, whole; plus the calls in flight at the start), and what costs as much as
@@ -109,7 +109,7 @@ def _containers(sc: Scenario) -> float:
     return want
 
 
-# What a run over its budget spends its events on (sim/engine.py ``Budget.grows``), by callback.
+# What a run over its budget spends its events on (sim/guard.py ``Budget.grows``), by callback.
 RETRIES = ("retries", "lengthen clients.backoff_base_s and clients.backoff_max_s")
 GROWS = {
     "Load._send": RETRIES,  # a retry's new try (and a pooled call's)

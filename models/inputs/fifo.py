@@ -27,7 +27,6 @@ from models.inputs.arrivals import OpenLoop
 from models.inputs.autoscaler import ContainerPool
 from models.inputs.base import Scenario
 from models.inputs.function import full_pool_wait
-from sim import engine
 from sim.engine import Sim
 
 BLOCK = 4096  # arrivals served at a time (any size gives the same numbers: the draws come in their own batches)
@@ -83,8 +82,9 @@ class FifoQueue(OpenLoop):
         self._served += n
         self._blocks.append((reach, start, end))
         self._last_back = max(self._last_back, float(back.max()))
-        if engine.PROGRESS is not None:  # a block is thousands of inputs: worth a look up (sim/engine.py)
-            engine.PROGRESS(self.env._now, self._until)
+        progress = self.sim.guard.progress
+        if progress is not None:  # a block is thousands of inputs: worth a look up (sim/guard.py)
+            progress(self.env._now, self._until)
         self._next_block()
 
     def _drained(self, _arg: None) -> None:

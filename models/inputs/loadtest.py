@@ -33,6 +33,7 @@ from models.inputs.shortcuts import SHAPES
 from models.inputs.summary import CALL_METRICS
 from models.inputs.workspace import WorkspaceParams
 from sim.dists import Dist, Uniform
+from sim.guard import UNGUARDED, Guard
 from sim.metrics import RUN, Metric, Metrics
 from sim.model import Figure, Model, TimeSeries, records_frame
 from sim.scenario import Described, param, section, with_sections
@@ -119,19 +120,27 @@ Scenario = with_sections(_Scenario, {k: v for a in APPROACHES.values() for k, v 
 SHORTCUTS = Shortcuts(engine_shortcuts(Scenario) + SHAPES, Scenario)
 
 
-def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool = False, jobs: int = 1) -> dict:
+def run(
+    sc: Scenario,
+    seed: int = 0,
+    series: dict | None = None,
+    records: bool = False,
+    jobs: int = 1,
+    guard: Guard = UNGUARDED,
+) -> dict:
     """Simulate one scenario; return its metrics (declared in the descriptor below).
 
     Pass a dict as ``series`` to receive time series sampled every monitor interval: t, running, pending, containers,
     started (cumulative) and accepted (cumulative: started + pending). With ``records``, ``metrics["records"]`` is a
     DataFrame of one row per input (models/inputs/records.py: issued, started, finished, work, items, kind, ...).
     A run of independent parts (app copies under closed-loop clients: models/inputs/parts.py) simulates them one
-    after the other, or on up to ``jobs`` processes; the numbers do not depend on ``jobs``."""
+    after the other, or on up to ``jobs`` processes; the numbers do not depend on ``jobs``. ``guard`` watches its
+    clocks (sim/guard.py)."""
     wall0 = time.perf_counter()
     used = SHORTCUTS.used(sc)
     if APPROACHES[sc.approach].parts(sc) == 1:
         used -= {"parts"}  # the run is one part: nothing to split
-    out, end = parts.simulate(sc, seed, records, series is not None, used, jobs)
+    out, end = parts.simulate(sc, seed, records, series is not None, used, jobs, guard)
     metrics = outcome_metrics(sc, out, end)
     invariants.check(sc, out, metrics)
     metrics["shortcuts_used"] = sorted(used)

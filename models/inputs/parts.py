@@ -34,8 +34,8 @@ from models.inputs.monitor import BACKLOG, Monitor
 from models.inputs.records import CallLog
 from models.inputs.summary import ERROR_KINDS, CallSummary, Window
 from models.inputs.workspace import Workspace
-from sim import engine
 from sim.engine import Sim
+from sim.guard import UNGUARDED, Guard
 from sim.metrics import RUN, Metric, Metrics
 from sim.processes import WorkerDied, detach_worker, how_ended, sigint_held
 from sim.rng import Streams
@@ -140,9 +140,17 @@ class Part:
     ``extend`` runs it on to the run's end."""
 
     def __init__(
-        self, sc: Scenario, seed: int, index: int, parts: int, records: bool, series: bool, shortcuts: frozenset[str]
+        self,
+        sc: Scenario,
+        seed: int,
+        index: int,
+        parts: int,
+        records: bool,
+        series: bool,
+        shortcuts: frozenset[str],
+        guard: Guard,
     ) -> None:
-        self.sim = Sim.taking(shortcuts)
+        self.sim = Sim.taking(shortcuts, guard)
         streams = Streams(seed)
         self.records = records
         self.log = CallLog(Window(sc.warmup_s, sc.duration_s), keep=records)
@@ -259,6 +267,7 @@ def _phases(
     records: bool,
     series: bool,
     shortcuts: frozenset[str],
+    guard: Guard,
     built: Callable[[int], None],
 ) -> Generator[Ends | list[Outcome], tuple[float, bool], None]:
     """The parts ``indices``: yields their ends after the first phase, is sent the run's end and whether to bill
@@ -266,7 +275,7 @@ def _phases(
     its first phase."""
     done = []
     for i in indices:
-        done.append(Part(sc, seed, i, parts, records, series, shortcuts))
+        done.append(Part(sc, seed, i, parts, records, series, shortcuts, guard))
         built(i)
     end, tail = yield [(p.load.outstanding, p.load.drained_at, p.load.reissue) for p in done]
     for p in done:
@@ -275,27 +284,31 @@ def _phases(
 
 
 def simulate(
-    sc: Scenario, seed: int, records: bool, series: bool, shortcuts: frozenset[str], jobs: int = 1
+    sc: Scenario,
+    seed: int,
+    records: bool,
+    series: bool,
+    shortcuts: frozenset[str],
+    jobs: int = 1,
+    guard: Guard = UNGUARDED,
 ) -> tuple[Outcome, float]:
-    """The run's outcome, its parts added up, and its end (``shortcuts``: those the run may take)."""
+    """The run's outcome, its parts added up, and its end (``shortcuts``: those the run may take; ``guard``: what
+    watches its clocks, sim/guard.py)."""
     n = APPROACHES[sc.approach].parts(sc) if "parts" in shortcuts else 1
-    progress = engine.PROGRESS
+    progress = guard.progress
     until = sc.duration_s + sc.drain_s
 
     def built(i: int) -> None:
         if progress is not None and n > 1:
             progress((i + 1) / n * until, until)
 
+    if n > 1:  # the bar goes over the parts (built), not within one
+        guard = guard.quiet()
     if jobs > 1 and n > 1:
-        ends, finish = _on_processes(sc, seed, n, records, series, shortcuts, jobs, built)
+        ends, finish = _on_processes(sc, seed, n, records, series, shortcuts, guard, jobs, built)
     else:
-        phases = _phases(sc, seed, range(n), n, records, series, shortcuts, built)
-        try:
-            if progress is not None and n > 1:  # the bar goes over the parts (built), not within one
-                engine.PROGRESS = None
-            ends = next(phases)
-        finally:
-            engine.PROGRESS = progress
+        phases = _phases(sc, seed, range(n), n, records, series, shortcuts, guard, built)
+        ends = next(phases)
         finish = phases.send
     end = run_end(sc, ends)
     outcomes = finish((end, not any(out for out, _, _ in ends)))
@@ -314,6 +327,7 @@ def _on_processes(
     records: bool,
     series: bool,
     shortcuts: frozenset[str],
+    guard: Guard,
     jobs: int,
     built: Callable[[int], None],
 ) -> tuple[Ends, Callable[[tuple[float, bool]], list[Outcome]]]:
@@ -326,7 +340,7 @@ def _on_processes(
     try:
         for block in blocks:
             here, there = ctx.Pipe()
-            args = (there, os.getpid(), sc, seed, block, n, records, series, shortcuts)
+            args = (there, os.getpid(), sc, seed, block, n, records, series, shortcuts, guard)
             proc = ctx.Process(target=_worker, args=args, daemon=True)
             with sigint_held():  # until the worker ignores it (sim/processes.py)
                 proc.start()
@@ -391,13 +405,13 @@ def _worker(
     records: bool,
     series: bool,
     shortcuts: frozenset[str],
+    guard: Guard,
 ) -> None:
     """A worker process: the parts of ``block``, in two phases, over the pipe ``conn``; it dies with ``parent``,
     leaves Ctrl-C to it and holds none of its pipes but ``conn`` (sim/processes.py)."""
     detach_worker(parent)
-    engine.PROGRESS = None
     try:
-        phases = _phases(sc, seed, block, n, records, series, shortcuts, lambda i: conn.send(("built", i)))
+        phases = _phases(sc, seed, block, n, records, series, shortcuts, guard, lambda i: conn.send(("built", i)))
         conn.send(("ends", next(phases)))
         conn.send(("outcomes", phases.send(conn.recv())))
     except BaseException as e:

@@ -1,11 +1,11 @@
 """What a sandbox-creation run will cost, estimated from its scenario before it starts (``Estimate``: sim/model.py),
-for the run budgets (experiments/cli.py; docs/explanation/robustness.md).
+for the run budgets (models/runs.py; docs/explanation/robustness.md).
 
 The size is the sandboxes; the events, ``EVENTS_PER_SANDBOX`` per sandbox; and what the control plane does each
 simulated second whatever the load (its ``events_per_s``: Kubernetes' node lease renewals, Modal V2's published worker
 state). A fault (models/sandboxes/faults.py) adds the retries it causes where they can be bounded ahead (the plane's
 ``fault_events``: a v2 scheduler outage's); the others (the retries of a stream stall) are not, and the budget checked
-as the run goes (sim/engine.py ``Budget``) ends such a run with one line naming them (``GROWS``: the planes' ``grows``
+as the run goes (sim/guard.py ``Budget``) ends such a run with one line naming them (``GROWS``: the planes' ``grows``
 and the client's ticks).
 """
 
@@ -32,7 +32,7 @@ def estimate(sc: Any) -> Estimate:
     )
 
 
-# What a run over its budget spends its events on (sim/engine.py ``Budget.grows``), by callback.
+# What a run over its budget spends its events on (sim/guard.py ``Budget.grows``), by callback.
 GROWS = {
     fn.__qualname__: kind
     for fn, kind in (

@@ -18,6 +18,7 @@ from models.sandboxes.planes import PLANES
 from models.sandboxes.scenario import SandboxScenario, extrapolated
 from models.sandboxes.summary import metrics, summarize
 from sim.engine import Sim
+from sim.guard import UNGUARDED, Guard
 from sim.model import Figure, Model, TimeSeries, records_frame
 from sim.rng import Streams
 from sim.shortcuts import Shortcuts, engine_shortcuts
@@ -30,14 +31,22 @@ SHORTCUTS = Shortcuts(
 )
 
 
-def run(sc: SandboxScenario, seed: int = 0, series: dict | None = None, records: bool = False, jobs: int = 1) -> dict:
+def run(
+    sc: SandboxScenario,
+    seed: int = 0,
+    series: dict | None = None,
+    records: bool = False,
+    jobs: int = 1,
+    guard: Guard = UNGUARDED,
+) -> dict:
     """Simulate one burst of sandbox creations; return its metrics. With ``records``, ``metrics["records"]`` is a
     DataFrame of one row per sandbox: requested (first create attempt), placed (the create call returned) and running
     (able to run user code), NaN where it did not happen. ``jobs`` is not used (a run of one part). The scenario's
-    ``shortcuts`` key says which shortcuts may run (``SHORTCUTS``); ``shortcuts_used`` lists those that did."""
+    ``shortcuts`` key says which shortcuts may run (``SHORTCUTS``); ``shortcuts_used`` lists those that did. ``guard``
+    watches its clock (sim/guard.py)."""
     wall0 = time.perf_counter()
     used = SHORTCUTS.used(sc)
-    sim = Sim.taking(used)
+    sim = Sim.taking(used, guard)
     streams = Streams(seed)
     creation = Creation(sim, sc)
     fleet = Fleet(sim, sc.fleet, sc.sandboxes, streams)

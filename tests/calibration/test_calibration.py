@@ -13,7 +13,7 @@ from calibration.fit import fit_all, main
 from calibration.objective import Objective, loss, term
 from calibration.search import Fit, profile
 from calibration.targets import APPROACHES, PREDICTIONS, TARGETS, Target, predictions, targets
-from experiments.cli import load_scenario
+from models.runs import load_scenario
 from sim.dists import LogNormal
 
 # docs/sources.md §1, "Measured", copied by hand: every cell, None where the table says "(kept aside)".

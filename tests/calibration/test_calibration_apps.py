@@ -27,8 +27,8 @@ from calibration.apps import coldstart, loadtest
 from calibration.apps import sandboxes as sbx
 from calibration.ways import WAYS
 from calibration.ways.base import Option, Way
-from experiments.cli import load_scenario
 from models.registry import MODELS
+from models.runs import load_scenario
 from tests.support import ROOT
 
 # --- the apps' declarations ------------------------------------------------------------------------------------
@@ -396,7 +396,7 @@ def test_dry_run_cost_follows_the_prices() -> None:
 def test_bad_options_exit_2_naming_the_option(capsys: pytest.CaptureFixture, option: str, value: str) -> None:
     try:
         code = calrun.main(["spawn", option, value, "--dry-run"])
-    except SystemExit as e:  # argparse's own errors (experiments/cli.py ArgParser: one line, exit 2)
+    except SystemExit as e:  # argparse's own errors (sim/cli.py ArgParser: one line, exit 2)
         code = e.code
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()

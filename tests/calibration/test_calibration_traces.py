@@ -15,8 +15,8 @@ from calibration import sources, trace
 from calibration.candidates import CPU_1, HALF_RTT, SERVER_CPU, Candidate, Free, switches
 from calibration.fit import fit_all
 from calibration.fit import main as fit_main
-from experiments.cli import load_scenario
 from models.inputs import loadtest
+from models.runs import load_scenario
 from sim.stats import LogHistogram
 
 SMALL = {"clients.count": 2, "clients.in_flight": 200, "duration_s": 30, "warmup_s": 0}

@@ -20,8 +20,8 @@ import pytest
 
 from calibration.targets import APPROACHES, targets
 from experiments import uncertainty
-from experiments.cli import load_scenario
 from models.inputs import loadtest
+from models.runs import load_scenario
 from tests.support import ROOT
 
 PARAMS = ROOT / "calibration" / "params"

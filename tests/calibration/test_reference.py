@@ -19,9 +19,9 @@ import pytest
 
 from calibration.fit import OUT
 from calibration.targets import APPROACHES, TARGETS, Target
-from experiments.cli import load_scenario
 from models.inputs import loadtest
 from models.inputs.loadtest import Scenario
+from models.runs import load_scenario
 from sim.scenario import build, read_toml
 
 SEEDS = range(2)  # the fit's seeds: the model's figure is its mean over them

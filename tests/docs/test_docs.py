@@ -17,11 +17,12 @@ import pytest
 
 import models
 from experiments import docs
-from experiments.cli import load_scenario
 from experiments.whatif import QUESTIONS
+from models.presets import PRESETS
 from models.registry import MODELS
+from models.runs import load_scenario
 from sim.metrics import Metrics
-from sim.scenario import PRESETS, schema_keys
+from sim.scenario import schema_keys
 from tests.support import ROOT
 
 REFERENCE = ROOT / "docs" / "reference"

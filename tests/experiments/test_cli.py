@@ -103,8 +103,8 @@ def test_bench_quick_runs():
     # exactly the customers the same scenario run here serves, and its ratio is of the two rates it reports
     import math
 
-    from experiments.cli import load_scenario
     from models.inputs import loadtest
+    from models.runs import load_scenario
 
     same = loadtest.run(load_scenario("mmc", ["duration_s=2000", "warmup_s=0", "drain_s=0"], []), seed=0)
     assert mmc["customers"] == same["calls_issued"] > 0
@@ -132,8 +132,8 @@ def test_calibration_fit_quick_writes_a_parameter_file_that_run_accepts(tmp_path
 def test_app_copies_are_a_deployment_choice_and_copies_a_deprecated_alias_of_remote(tmp_path, capsys):
     # Copies are `function.copies` with any call style: no "copies" approach; a scenario that still says
     # approach = "copies" is built as "remote", to the same numbers, and the choices named in an error are the styles.
-    from experiments.cli import build_scenario, load_scenario
     from models.inputs.approaches import APPROACHES
+    from models.runs import build_scenario, load_scenario
 
     assert "copies" not in APPROACHES
     preset = load_scenario("loadtest-copies")
@@ -159,7 +159,7 @@ def test_run_list_and_help_name_every_preset_and_sweep_spec_with_its_description
     import tomllib
 
     from experiments import run as run_cmd
-    from sim.scenario import PRESETS
+    from models.presets import PRESETS
 
     assert run_cmd.main(["--list"]) == 0
     listed = capsys.readouterr().out

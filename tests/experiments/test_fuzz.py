@@ -25,9 +25,10 @@ from experiments import compare as compare_cmd
 from experiments import report as report_cmd
 from experiments import run as run_cmd
 from experiments import spec, sweep
-from experiments.cli import load_scenario, one_line
 from models.registry import MODELS
+from models.runs import load_scenario
 from models.sandboxes import faults as sandbox_faults
+from sim.cli import one_line
 from sim.scenario import ScenarioError, flatten, schema_keys, to_dict
 from tests.support import assert_0_or_2, examples
 

@@ -29,7 +29,7 @@ from experiments import report as report_cmd
 from experiments import run as run_cmd
 from experiments import sweep as sweep_cmd
 from experiments import whatif as whatif_cmd
-from experiments.cli import BUDGET_ENV
+from sim.guard import BUDGET_ENV
 from tests.support import HANG_S, MEMORY_BOUND, ROOT, assert_0_or_2, examples
 
 FUZZ_EXAMPLES = int(os.environ.get("SCALESIM_FUZZ_EXAMPLES", examples(150)))

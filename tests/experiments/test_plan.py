@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from experiments import api, report, whatif
-from experiments.cli import load_scenario, run_scenario
 from models.inputs.billing import CPU_PRICE, MEMORY_PRICE
 from models.inputs.demand import DAY_S, Shape, parse_shape
+from models.runs import load_scenario, run_scenario
 from sim.scenario import ScenarioError
 from tests.support import ROOT
 

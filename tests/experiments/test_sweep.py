@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments import cli, plots, report, results, spec, sweep
+from experiments import plots, report, results, spec, sweep
 from models.registry import MODELS
+from sim.cli import human
 from sim.scenario import ScenarioError
 
 SMALL = ["--set", "duration_s=10", "--factor", "clients.count=1,2", "--seeds", "2", "--no-report"]
@@ -188,8 +189,8 @@ def test_read_results_rejects_a_table_that_is_not_one(tmp_path):
     [(21370.0, "21,370"), (1454.5454, "1,455"), (12.345, "12.3"), (0.5831, "0.583"), (3.0, "3"), (4.2e-4, "0.00042")],
 )
 def test_report_numbers_are_formatted_for_people(value, text):
-    assert cli.human(value) == text
-    assert cli.human(float("nan")) == ""
+    assert human(value) == text
+    assert human(float("nan")) == ""
 
 
 @pytest.mark.parametrize(
@@ -203,7 +204,7 @@ def test_report_numbers_are_formatted_for_people(value, text):
     ],
 )
 def test_numbers_are_written_as_people_write_them(value, unit, text):
-    assert cli.human(value, unit) == text
+    assert human(value, unit) == text
 
 
 def test_factor_values_may_hold_commas_inside_parentheses():

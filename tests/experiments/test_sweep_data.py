@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 
 from experiments import api, report, results, sweep
-from experiments.cli import load_scenario
 from models.registry import MODELS
+from models.runs import load_scenario
 
 SMALL = ["loadtest-spawn", "--set", "duration_s=2", "--factor", "clients.count=1,2", "--seeds", "2"]
 RUN = [*SMALL, "--jobs", "1", "--no-report"]

@@ -90,7 +90,7 @@ def test_a_bad_question_exits_2_with_one_line(argv, name, capsys):
 def test_a_search_that_reaches_a_value_past_the_run_budget_keeps_what_it_found():
     """``smallest`` doubles the knob; a value whose runs are past their budget ends the search with what it saw and
     says where (``too_costly``), instead of discarding the search."""
-    from sim.engine import OverBudget
+    from sim.guard import OverBudget
 
     class Sim:
         too_costly = None

@@ -14,8 +14,8 @@ import pytest
 
 from calibration.candidates import switches
 from calibration.fit import COLDSTART_OUT, COLDSTART_RATIO, COLDSTART_REFERENCE
-from experiments.cli import run_scenario
 from models.coldstart import GIB, PHASES, ColdStartScenario
+from models.runs import run_scenario
 from sim.scenario import build, read_toml
 from tests.support import preset
 

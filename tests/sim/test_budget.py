@@ -11,11 +11,11 @@ import pytest
 
 from experiments import spec
 from experiments import whatif as whatif_cmd
-from experiments.cli import check_size, load_scenario, run_scenario
 from experiments.whatif.capacity import MIN_ARRIVALS
 from models.registry import MODELS
-from sim import engine
-from sim.engine import Budget, OverBudget, Sim
+from models.runs import check_size, load_scenario, run_scenario
+from sim.engine import Sim
+from sim.guard import SAMPLE, Budget, Guard, OverBudget
 from sim.scenario import ScenarioError
 from tests.support import ROOT, one_line, run_module
 
@@ -35,7 +35,6 @@ def over_budget(name: str, *sets: str) -> str:
     """The budget's line for a run that grows past it (in this process)."""
     with pytest.raises(OverBudget) as e:
         run_scenario(load_scenario(name, list(sets)))
-    assert engine.BUDGET is None  # (restored after the run)
     return str(e.value)
 
 
@@ -90,24 +89,16 @@ def test_the_engine_checks_its_budget_every_2_16_events_and_names_what_grew():
     def again(sim: Sim) -> None:
         sim.call_in(1e-3, again, sim)
 
-    sim = Sim()
+    sim = Sim(guard=Guard(Budget(2**17, grows={again.__qualname__: ("ticks", "fewer ticks")}, raise_how="raise it")))
     sim.call_in(0.0, again, sim)
-    engine.BUDGET = Budget(2**17, grows={again.__qualname__: ("ticks", "fewer ticks")}, raise_how="raise it")
-    try:
-        with pytest.raises(OverBudget) as e:
-            sim.run(until=1e9)
-    finally:
-        engine.BUDGET = None
-    assert sim.events <= 2**17 + 2**16 + engine.SAMPLE
+    with pytest.raises(OverBudget) as e:
+        sim.run(until=1e9)
+    assert sim.events <= 2**17 + 2**16 + SAMPLE
     assert "ticks 100%" in str(e.value) and "fewer ticks or raise it" in str(e.value), e.value
-    sim = Sim()  # work within one event, charged: checked as it is charged
-    engine.BUDGET = Budget(2**17)
-    try:
-        with pytest.raises(OverBudget, match="loop"):
-            for _ in range(4):
-                sim.charge(2**16, "loop")
-    finally:
-        engine.BUDGET = None
+    sim = Sim(guard=Guard(Budget(2**17)))  # work within one event, charged: checked as it is charged
+    with pytest.raises(OverBudget, match="loop"):
+        for _ in range(4):
+            sim.charge(2**16, "loop")
 
 
 @pytest.mark.parametrize(

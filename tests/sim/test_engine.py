@@ -10,7 +10,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim import engine
+from sim import engine, guard
 from sim.engine import Sim, SimPyInternalsChanged, _check_internals
 from sim.scenario import ScenarioError
 from tests.support import examples
@@ -81,7 +81,7 @@ def test_a_simpy_without_the_internals_fails_with_a_clear_message():
 
 
 def test_a_clock_that_stops_moving_ends_the_run_as_bad_input(monkeypatch):
-    monkeypatch.setattr(engine, "STALL_EVENTS_MASK", 2**10 - 1)
+    monkeypatch.setattr(guard, "STALL_EVENTS_MASK", 2**10 - 1)
     sim = Sim()
 
     def again(_arg: None) -> None:

@@ -1,6 +1,6 @@
 """Every file a command reads goes through one checked path (sim/files.py): a named pipe, a device, a folder, a file
 over its kind's cap or TOML nested thousands of levels deep is one line naming the file and exit 2, within seconds and
-never a hang; every output path is checked before any work starts (experiments/cli.py check_out); a plot's title is
+never a hang; every output path is checked before any work starts (sim/files.py check_out); a plot's title is
 text, never mathtext."""
 
 from __future__ import annotations

@@ -11,15 +11,16 @@ import math
 import pytest
 
 from experiments import api, report
-from experiments.cli import load_scenario, run_scenario
 from experiments.results import columns, read_results
 from experiments.spec import load_spec
 from experiments.sweep import run_point
 from models.inputs import loadtest, parts
 from models.inputs.approaches import base
+from models.presets import PRESETS, resolve
 from models.registry import MODELS
+from models.runs import load_scenario, run_scenario
 from sim.metrics import Metric, Metrics
-from sim.scenario import PRESETS, ScenarioError, resolve
+from sim.scenario import ScenarioError
 from tests.support import scenario
 
 PRESET_NAMES = sorted(p.stem for p in PRESETS.glob("*.toml"))

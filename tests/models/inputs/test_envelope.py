@@ -16,9 +16,9 @@ from calibration.fit import OUT
 from calibration.sandboxes import SANDBOXES_OUT
 from experiments import run as run_cmd
 from experiments import sweep, whatif
-from experiments.cli import load_scenario, run_scenario
 from models.inputs import loadtest
 from models.inputs.envelope import MARGIN
+from models.runs import load_scenario, run_scenario
 from models.sandboxes.scenario import extrapolated
 from sim.scenario import read_toml
 from tests.support import preset, scenario

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from models.inputs import fifo, loadtest
-from sim import engine
+from sim.guard import Guard
 from tests.support import preset
 
 CASES = [
@@ -91,9 +91,10 @@ def test_anything_else_runs_on_events(change):
     assert not loadtest.SHORTCUTS["fifo"].matches(preset("mmc", "approach=server"))
 
 
-def test_a_long_run_shows_its_progress_block_by_block(monkeypatch):
+def test_a_long_run_shows_its_progress_block_by_block():
     seen = []
-    monkeypatch.setattr(engine, "PROGRESS", lambda now, until: seen.append((now, until)))
-    m, _ = run(CASES[0], True, monkeypatch)
+    guard = Guard(progress=lambda now, until: seen.append((now, until)))
+    m = loadtest.run(preset("mmc", *CASES[0], "shortcuts=all"), seed=2, guard=guard)
+    assert "fifo" in m["shortcuts_used"]
     assert len(seen) == -(-m["inputs"] // fifo.BLOCK)  # one look up a block
     assert [now for now, _ in seen] == sorted(now for now, _ in seen) and {u for _, u in seen} == {3300.0}

@@ -124,7 +124,7 @@ def test_a_violation_ends_the_run_with_one_line_and_exit_1(monkeypatch):
     monkeypatch.setattr(invariants, "violations", lambda sc, out, m: ["a rule", "another"])
     with pytest.raises(InvariantViolated, match=r"a bug in the model.*a rule; another"):
         loadtest.run(preset("loadtest-remote", "duration_s=5"))
-    from experiments.cli import main_guard
+    from sim.cli import main_guard
 
     def raising() -> int:
         raise InvariantViolated("invariant violated (a bug in the model): a rule")

@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from experiments.cli import load_scenario
 from models.inputs import loadtest
 from models.inputs.function import ASYNC, SYNC
 from models.inputs.mapcall import POLICIES, MapCalls
 from models.inputs.overhead import OverheadParams
+from models.runs import load_scenario
 from sim.dists import Constant
 from sim.engine import Sim
 from sim.rng import Streams

@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from calibration.candidates import CANDIDATES, OFF
 from calibration.fit import OUT
-from experiments.cli import load_scenario
 from models.inputs import loadtest
 from models.inputs.autoscaler import AutoscalerParams
 from models.inputs.function import SYNC, Function, FunctionParams, LimitParams
 from models.inputs.records import CallLog
 from models.inputs.startlimit import RampingStartBucket, StartBucket
+from models.runs import load_scenario
 from sim.engine import Sim
 from sim.rng import Streams
 from sim.scenario import ScenarioError, schema_keys

@@ -18,7 +18,7 @@ from models.inputs.approaches import APPROACHES, base
 from models.inputs.function import Function
 from models.inputs.parts import Part
 from models.inputs.summary import Window, summarize
-from sim import engine
+from sim.guard import Guard
 from sim.scenario import ScenarioError
 from tests.support import columns, scenario
 
@@ -154,11 +154,10 @@ def test_copies_with_few_calls_share_a_part_and_each_call_reaches_its_own_copy(m
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_a_long_runs_progress_goes_over_its_parts(jobs, monkeypatch):
+def test_a_long_runs_progress_goes_over_its_parts(jobs):
     seen: list[tuple[float, float]] = []
-    monkeypatch.setattr(engine, "PROGRESS", lambda now, until: seen.append((now, until)))
     sc = scenario(COPIES)
-    loadtest.run(sc, seed=0, jobs=jobs)
+    loadtest.run(sc, seed=0, jobs=jobs, guard=Guard(progress=lambda now, until: seen.append((now, until))))
     until = sc.duration_s + sc.drain_s
     assert sorted(now for now, _ in seen) == [until * k / 4 for k in (1, 2, 3, 4)]
-    assert {u for _, u in seen} == {until} and engine.PROGRESS is not None
+    assert {u for _, u in seen} == {until}

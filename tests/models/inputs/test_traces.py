@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from experiments.cli import load_scenario
 from models.inputs import loadtest
 from models.inputs.summary import ERROR_KINDS
+from models.runs import load_scenario
 from tests.support import columns, scenario
 
 

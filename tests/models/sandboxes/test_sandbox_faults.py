@@ -16,7 +16,7 @@ import sys
 import numpy as np
 import pytest
 
-from experiments.cli import run_scenario
+from models.runs import run_scenario
 from models.sandboxes import summary
 from models.sandboxes.creation import SHORTCUTS
 from models.sandboxes.fleet import Fleet

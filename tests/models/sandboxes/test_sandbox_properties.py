@@ -14,7 +14,7 @@ import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from experiments.cli import build_scenario
+from models.runs import build_scenario
 from models.sandboxes import creation as sandboxes
 from models.sandboxes.summary import LIMITING
 from tests.support import examples

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from models import coldstart
 from models.sandboxes import creation, placement
 from sim import engine
+from sim.guard import Stalled
 from sim.scenario import ScenarioError, build
 from tests.models.inputs.test_shortcuts import IGNORED, diff_settings, dists, same
 from tests.support import examples
@@ -145,7 +146,7 @@ def run(sc: creation.SandboxScenario, shortcuts: str, seed: int) -> dict:
     which the engine's backstop ends as bad input with either path; not what these properties test)."""
     try:
         return creation.run(replace(sc, shortcuts=shortcuts), seed=seed, records=True, series={})
-    except engine.Stalled:
+    except Stalled:
         assume(False)
         raise
 

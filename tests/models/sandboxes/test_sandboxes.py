@@ -11,7 +11,7 @@ from scipy import stats
 from calibration.fit import main as fit_main
 from calibration.sandboxes import SANDBOXES_OUT, SCHEDULE_BAND_S, TTI_P50_BOUND_S
 from experiments import run as run_cmd
-from experiments.cli import run_scenario
+from models.runs import run_scenario
 from models.sandboxes.client import Creation
 from models.sandboxes.fleet import Fleet, Locks, Servers
 from models.sandboxes.placement import supermarket, theory_time_in_system
