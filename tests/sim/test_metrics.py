@@ -19,6 +19,7 @@ from models.inputs.approaches import base
 from models.presets import PRESETS, resolve
 from models.registry import MODELS
 from models.runs import load_scenario, run_scenario
+from sim.guard import UNGUARDED
 from sim.metrics import Metric, Metrics
 from sim.scenario import ScenarioError
 from tests.support import scenario
@@ -98,7 +99,7 @@ def test_the_parts_of_a_run_combine_by_their_declared_rules(monkeypatch):
     n = parts.APPROACHES["remote"].parts(sc)
     assert n == 5
     used = loadtest.SHORTCUTS.used(sc)
-    phases = parts._phases(sc, 0, range(n), n, False, False, used, lambda i: None)
+    phases = parts._phases(sc, 0, range(n), n, False, False, used, UNGUARDED, lambda i: None)
     ends = next(phases)
     end = parts.run_end(sc, ends)
     outcomes = phases.send((end, not any(out for out, _, _ in ends)))
