@@ -10,3 +10,5 @@ from models.inputs.function import ASYNC
 class Spawn(Approach):
     name = "spawn"
     style = ASYNC
+    label = ".spawn"
+    colour = "#dd8452"
