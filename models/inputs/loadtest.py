@@ -52,8 +52,10 @@ class _Scenario(Described):
     model: Literal["function"] = param("function", doc="which model: function (this), sandboxes or coldstart")
     approach: ApproachName = param(
         "remote",
-        doc="how calls are made: remote, spawn, batching or server; app copies are function.copies, with any of "
-        'them ("copies": a deprecated alias of "remote")',
+        doc=f"how calls are made: {', '.join([*APPROACHES][:-1])} or {[*APPROACHES][-1]}; app copies are "
+        "function.copies, with any of them ("
+        + "; ".join(f'"{old}": a deprecated alias of "{new}"' for old, new in ALIASES.items())
+        + ")",
         aliases=ALIASES,
     )
     load: LoadName = param("clients")

@@ -44,6 +44,10 @@ class Approach:
     # plane (its limits, the ``overhead`` legs, ``function.containers``); else a pool of its own (the server's proxy)
     calls_function: ClassVar[bool] = True
     chunks: ClassVar[bool] = False  # a call is a chunk of items, one input carrying many calls at once
+    # each call is one input of the Function, made by its callers directly (.remote, .spawn: the Function path): what
+    # is modelled there only (client timeouts, faults) and the shortcuts' shapes proven there take it; declared, so
+    # that a new approach is in none of them until it says so
+    call_is_input: ClassVar[bool] = False
     searches_copies: ClassVar[bool] = False  # a plan searches its app copies (else it runs one)
     label: ClassVar[str]  # its name in a plan's table
     colour: ClassVar[str]  # its colour in every plot and page, the same everywhere
@@ -132,12 +136,6 @@ class Approach:
         if sc.load == "trace":
             return sc.trace.mean_rate(sc.duration_s, sc.warmup_s)
         return sc.clients.count * sc.clients.in_flight / sc.work.mean
-
-    @property
-    def call_is_input(self) -> bool:
-        """Each call is one input of the Function, made by the callers themselves (.remote, .spawn: the Function
-        path, where client timeouts, faults and the fifo shortcut are modelled); not a chunk, nor a web request."""
-        return self.calls_function and not self.chunks
 
     def pools(self, sc: Scenario) -> int:
         """The container pools it runs: one per app copy (``function.copies``; 0: one per client), or its own one."""

@@ -11,6 +11,7 @@ from models.inputs.base import Scenario
 
 class Remote(Approach):
     name = "remote"
+    call_is_input = True
     label = ".remote"
     colour = "#4c72b0"
 
