@@ -6,9 +6,8 @@ proxy), which scenario sections it adds, and the ideal rate with no overhead; an
 it: whether it calls the Function and whether each call is one input (the checks, shortcuts and size estimate read
 these), the least a call's legs add, its pools, and its settings, limits, label and colour as an option of a plan
 (experiments/plan.py). Code outside this package asks these of ``APPROACHES[name]``, never a name. It reads the
-scenario as
-models/inputs/base.py's ``Scenario`` protocol (and its own sections), never the schema, which is built from the
-approaches. Adding one is a module in this package and its line in ``APPROACHES``
+scenario as models/inputs/base.py's ``Scenario`` protocol (and its own sections), never the schema, which is built
+from the approaches. Adding one is a module in this package and its line in ``APPROACHES``
 (models/inputs/approaches/__init__.py).
 """
 
