@@ -69,7 +69,7 @@ class ClientError(Exception):
 @dataclass(frozen=True)
 class Job:
     """What one client process (or container) runs: ``load``'s loop (``closed``: callers.py ``closed_loop_rows``;
-    ``rounds``: ``rounds_rows``; ``server``: ``server_rows``) for ``clients``, against ``targets`` (app name,
+    ``rounds``: ``rounds_rows``; ``http``: ``server_rows``) for ``clients``, against ``targets`` (app name,
     Function name: looked up with ``modal.Function.from_name``; client i calls ``targets[i % len]``) or ``url``."""
 
     loop: str
@@ -90,7 +90,7 @@ class Job:
 
     def descriptors(self) -> int:
         """File descriptors this share needs at most: a socket per connection (the server way), plus a margin."""
-        per_client = min(self.load.in_flight, self.connection_limit) if self.loop == "server" else 0
+        per_client = min(self.load.in_flight, self.connection_limit) if self.loop == "http" else 0
         return len(self.clients) * per_client + FD_MARGIN
 
     def as_dict(self) -> dict[str, Any]:
@@ -194,7 +194,7 @@ def check_descriptors(jobs: Sequence[Job], option: str) -> None:
 
 async def _prepare(job: Job) -> callers.Call | None:
     """The call of a share: its handles looked up and hydrated once (only the targets its clients use)."""
-    if job.loop == "server":
+    if job.loop == "http":
         import aiohttp  # noqa: F401  # imported before t0, not on the clock
 
         return None
@@ -220,7 +220,7 @@ async def run_job(
         raise ClientError(f"{who}: ready {late:.1f} s after the common start; raise --client-lead")
     await asyncio.sleep(max(0.0, t0 - clock()))
     load, mine = job.load, job.clients
-    if job.loop == "server":
+    if job.loop == "http":
         opts = {"connection_limit": job.connection_limit, "backoff": job.backoff}
         rows = await callers.server_rows(job.url, load, job.headers, t0, clients=mine, clock=clock, **opts)
     elif job.loop == "rounds":

@@ -32,7 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-WAY = "spawn"  # the reference test's way (docs/sources.md §1): every designed run calls one Function with .spawn
+from calibration.ways import WAYS
+
+WAY = next(w.name for w in WAYS.values() if w.designed)  # the way every designed run is a run of
 LIGHT = 40  # the light run's calls in flight: 1/LIGHT of the reference's
 LONG = 3  # the long run's duration: LONG × the reference's
 FROM_ZERO_CONTAINERS = 8  # the from-zero run's containers: its load over --max-inputs

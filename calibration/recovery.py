@@ -24,6 +24,7 @@ from pathlib import Path
 
 from calibration import fit, sources
 from calibration.candidates import by_name, with_range
+from calibration.design import WAY
 from calibration.search import Fit, Profile
 from calibration.standin.platform import PARAMS, Params
 from calibration.standin.server import StandIn
@@ -109,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         check_out(args.out, folder=True)
         with StandIn(params=args.params, log=args.out / "standin.log") as standin:
             run_design(standin, args.out, LOAD)
-        one = fit_traces([args.out / "reference" / "spawn"], args.seeds, args.max_evals, args.profile_points, args.jobs)
-        all_runs = sorted(args.out.glob("*/spawn"))
+        one = fit_traces([args.out / "reference" / WAY], args.seeds, args.max_evals, args.profile_points, args.jobs)
+        all_runs = sorted(args.out.glob(f"*/{WAY}"))
         design = fit_traces(all_runs, args.seeds, args.max_evals, args.profile_points, args.jobs)
         print("\n".join(table(truth, {"reference run alone": one, f"the design ({len(all_runs)} runs)": design})))
         return 0

@@ -50,6 +50,7 @@ class Way:
     options: ClassVar[tuple[Option, ...]] = ()
     reference: ClassVar[bool] = False  # measured by the reference test: its row of calibration/reference/loadtest.toml
     slowness: ClassVar[int] = 0  # its reference run's rank in wall time (higher: slower, sent to the fit's pool first)
+    designed: ClassVar[bool] = False  # the designed plan's runs (calibration/design.py) are runs of it: one way's are
 
     def plan(self, args: argparse.Namespace, name: str, out: Path) -> Plan:
         """The apps, their containers and the cost bound of validated ``args``; ``name`` is the run's app name,

@@ -228,3 +228,4 @@ class Spawn(Remote):
     reference = True
     slowness = 2
     spawn = True
+    designed = True  # the reference test's way (docs/sources.md §1): every designed run calls one Function with .spawn

@@ -51,7 +51,7 @@ class Server(LoadTest):
         super().check(args)
 
     def descriptor_opts(self, args: argparse.Namespace) -> dict[str, Any]:
-        return {"loop": "server", "connection_limit": args.connections}
+        return {"loop": "http", "connection_limit": args.connections}
 
     async def job(self, args: argparse.Namespace, names: list[str], load: Any) -> Any:
         import modal
@@ -63,5 +63,5 @@ class Server(LoadTest):
         url = await modal.Server.from_name(names[0], "WorkServer").get_url.aio()
         if not url:
             raise RunFailed(f"app {names[0]}: the server has no URL")
-        return Job("server", load, tuple(range(load.clients)), url=url, headers=headers,
+        return Job("http", load, tuple(range(load.clients)), url=url, headers=headers,
                    connection_limit=args.connections, backoff=callers.Backoff())  # fmt: skip

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from models.inputs.approaches import APPROACHES
 from models.inputs.base import Scenario
 from sim.model import Estimate
 
@@ -42,8 +43,9 @@ def estimate(sc: Scenario) -> Estimate:
         if shape.kind != "steady":  # candidates at the peak rate, thinned to the shape: those beyond the calls
             extra = max(0.0, sc.arrivals.rate * shape.peak() * sc.duration_s - drawn) * CANDIDATE_CALLS
             size["thinning candidates"] = (extra, "lower the shape's peak (arrivals.shape) or arrivals.rate")
-    pools = 1 if sc.approach == "server" else sc.function.copies or sc.clients.count
-    if sc.approach != "server":
+    approach = APPROACHES[sc.approach]
+    pools = approach.pools(sc)
+    if approach.calls_function:
         size["app copies"] = (pools * COPY_CALLS, "lower function.copies (0: one per client, clients.count)")
     containers = pools * _containers(sc)
     size["containers"] = (
@@ -69,11 +71,11 @@ def estimate(sc: Scenario) -> Estimate:
             EVENTS_PER_CALL * in_flight * min(tries, 1e12),
             "lengthen clients.timeout_s, or give up sooner (clients.max_attempts)",
         )
-    if not (sc.approach != "server" and sc.function.containers):  # autoscaled: a decision per interval at most
+    if not (approach.calls_function and sc.function.containers):  # autoscaled: a decision per interval at most
         events["scaling decisions"] = (pools * horizon / sc.autoscaler.interval_s, "lengthen autoscaler.interval_s")
     memory = {
         "calls in flight at once": (at_start * CALL_BYTES, "fewer calls in flight (clients.count × in_flight)"),
-        "app copies": (0.0 if sc.approach == "server" else pools * COPY_BYTES, "lower function.copies"),
+        "app copies": (pools * COPY_BYTES if approach.calls_function else 0.0, "lower function.copies"),
         "containers": (containers * CONTAINER_BYTES, "fewer containers"),
     }
     return Estimate(size, events, memory)
@@ -98,7 +100,7 @@ def _slowest_retry(sc: Scenario) -> float:
 def _containers(sc: Scenario) -> float:
     """The containers one pool may hold: its fixed pool, or at least its floor and buffer, as far as its cap and its
     launch rate let it reach them within the run."""
-    if sc.approach != "server" and sc.function.containers:
+    if APPROACHES[sc.approach].calls_function and sc.function.containers:
         return float(sc.function.containers)
     ap = sc.autoscaler
     want = float(ap.min_containers + ap.buffer_containers)

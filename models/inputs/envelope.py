@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from models.inputs import base
+from models.inputs.approaches import APPROACHES
 from sim.scenario import param
 
 MARGIN = 0.25  # a measured figure is outside the envelope beyond (1 + MARGIN) × the most the fit's runs had
@@ -51,9 +52,7 @@ class Scenario(base.Scenario, Protocol):
 
 def copies(sc: base.Scenario) -> int:
     """The Functions a load test deploys: its app copies (0: one per client); the web server's one pool."""
-    if sc.approach == "server":
-        return 1
-    return sc.function.copies or sc.clients.count
+    return APPROACHES[sc.approach].pools(sc)
 
 
 def _num(x: float) -> str:

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from models.inputs.approaches import APPROACHES
 from models.inputs.base import Scenario
 from models.inputs.monitor import REJECTION_LIMITS
 from sim.model import InvariantViolated
@@ -100,7 +101,7 @@ def violations(sc: Scenario, out: Outcome, metrics: dict) -> list[str]:
     for key in ("calls_per_s", "calls_back_per_s", "ideal_calls_per_s"):
         if not (math.isfinite(m[key]) and m[key] >= 0):
             found.append(f"{key} {m[key]!r} is not a finite rate >= 0")
-    floor = least_added(sc)
+    floor = APPROACHES[sc.approach].least_added(sc)
     if out.summary.added_min < floor - REL * max(1.0, floor) - clock_tolerance(sc):
         found.append(f"an added latency of {out.summary.added_min:.9g} s, below the legs' least {floor:.9g} s")
     shares = [v for k, v in m.items() if k.startswith("limit_share_")]
@@ -127,9 +128,12 @@ def _most_back(sc: Scenario, metrics: dict, span: float) -> float:
     """The most calls the callers can have back in the window."""
     if sc.load != "clients":
         return metrics["calls_issued"]
-    shortest = sc.work.low + (least_added(sc) if sc.approach != "batching" else 0.0)
-    if sc.approach == "batching" or not shortest > 0:
-        return math.inf  # a chunk carries many calls at once; a call of no length has no bound
+    approach = APPROACHES[sc.approach]
+    if approach.chunks:
+        return math.inf  # a chunk carries many calls at once
+    shortest = sc.work.low + approach.least_added(sc)
+    if not shortest > 0:
+        return math.inf  # a call of no length has no bound
     return sc.clients.count * sc.clients.in_flight * (span / shortest + 1.0)
 
 
@@ -138,7 +142,7 @@ def _most_computed(sc: Scenario) -> float:
     cap × max_inputs run at once (per copy ``function.containers`` or ``autoscaler.max_containers``, all of them
     within ``workspace.max_containers``), each one a work of at least work's least value (docs/sources.md §1: throughput
     is capped by compute). The remote and spawn paths only (a chunk or a web request is not one call's work)."""
-    if sc.approach not in ("remote", "spawn") or not sc.work.low > 0:
+    if not APPROACHES[sc.approach].call_is_input or not sc.work.low > 0:
         return math.inf
     per_copy = sc.function.containers or sc.autoscaler.max_containers
     copies = sc.function.copies or (sc.clients.count if sc.load == "clients" else 0)
@@ -146,14 +150,6 @@ def _most_computed(sc: Scenario) -> float:
     if not caps:
         return math.inf
     return min(caps) * sc.function.max_inputs * (sc.duration_s / sc.work.low + 1.0)
-
-
-def least_added(sc: Scenario) -> float:
-    """The least added latency a call can have: its legs' least values."""
-    if sc.approach == "server":
-        return 0.0 if sc.server.proxy_sigma > 0 else 2.0 * sc.server.proxy_latency_s
-    o = sc.overhead
-    return o.submit.low + o.dispatch.low + o.result.low
 
 
 # a window expecting fewer calls to measure (an open loop's arrivals, a closed loop's calls after those in flight at
@@ -180,7 +176,8 @@ def window_error(sc: Scenario) -> str | None:
       fails: with retries, a storm of abandoned inputs is a study of its own), and a fault
       (``faults.crash_at_s``, ``faults.slow_at_s``) before the run ends (else nothing is faulted)."""
     run = sc.duration_s + sc.drain_s
-    legs = least_added(sc)
+    approach = APPROACHES[sc.approach]
+    legs = approach.least_added(sc)
     shortest = sc.work.low + legs
     if shortest > run:
         return (
@@ -189,12 +186,7 @@ def window_error(sc: Scenario) -> str | None:
         )
     if sc.load == "clients" and sc.clients.reissue:
         d = sc.duration_s
-        slots = sc.clients.count * sc.clients.in_flight
-        if sc.approach == "batching":
-            p = (sc.work.cdf(d - legs) if d > legs else 0.0) ** sc.batching.round_items
-            slots = sc.clients.count
-        else:
-            p = p_call_within(sc, d)
+        slots, p = approach.slots_back(sc, d, lambda t: p_call_within(sc, t))
         if not slots * p >= FEWEST:
             return (
                 f"duration_s: in {d:.4g} s the {slots:,} calls in flight at the start expect {slots * p:.3g} calls "
@@ -238,14 +230,9 @@ CALL_DRAWS = 1 << 16  # draws of a call's length that estimate P(a call <= t) (f
 def p_call_within(sc: Scenario, t: float) -> float:
     """P(a call's length ≤ t) with no wait at all: its work plus its legs (on the Function path submit, dispatch and
     result, drawn; on the HTTP path the proxy's least), estimated from ``CALL_DRAWS`` draws of a fixed seed."""
-    legs = least_added(sc)
-    if sc.work.low + legs > t:
+    approach = APPROACHES[sc.approach]
+    if sc.work.low + approach.least_added(sc) > t:
         return 0.0
     rng = np.random.default_rng(0)
-    x = sc.work.draw(rng, CALL_DRAWS)
-    if sc.approach == "server":
-        x = x + legs
-    else:
-        for d in (sc.overhead.submit, sc.overhead.dispatch, sc.overhead.result):
-            x = x + d.draw(rng, CALL_DRAWS)
+    x = approach.plus_legs(sc, sc.work.draw(rng, CALL_DRAWS), rng)
     return float(np.count_nonzero(x <= t)) / CALL_DRAWS

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from models.inputs import budget, invariants, parts
-from models.inputs.approaches import APPROACHES
+from models.inputs.approaches import ALIASES, APPROACHES
 from models.inputs.approaches.base import LOADS
 from models.inputs.autoscaler import AutoscalerParams
 from models.inputs.billing import BillingParams
@@ -53,9 +53,11 @@ class _Scenario(Described):
     model: Literal["function"] = param("function", doc="which model: function (this), sandboxes or coldstart")
     approach: ApproachName = param(
         "remote",
-        doc="how calls are made: remote, spawn, batching or server; app copies are function.copies, with any of "
-        'them ("copies": a deprecated alias of "remote")',
-        aliases={"copies": "remote"},
+        doc=f"how calls are made: {', '.join([*APPROACHES][:-1])} or {[*APPROACHES][-1]}; app copies are "
+        "function.copies, with any of them ("
+        + "; ".join(f'"{old}": a deprecated alias of "{new}"' for old, new in ALIASES.items())
+        + ")",
+        aliases=ALIASES,
     )
     load: LoadName = param("clients")
     work: Dist = param(Uniform(1.0, 10.0), source="reference load test: sleep uniform(1, 10) s (docs/sources.md §1)")
@@ -80,7 +82,8 @@ class _Scenario(Described):
         if not self.work.mean > 0:
             raise ValueError(f"work: its mean must be > 0 (calls/s derive from it), got {self.work}")
         cap, fixed = self.workspace.max_containers, self.function.containers
-        if cap and fixed and self.approach != "server":
+        approach = APPROACHES[self.approach]
+        if cap and fixed and approach.calls_function:
             copies = self.function.copies or self.clients.count
             if copies * fixed > cap:
                 raise ValueError(
@@ -89,17 +92,17 @@ class _Scenario(Described):
                 )
         if self.load == "trace":
             self.trace.counts()  # the file must be readable, the row there (ValueError naming the key)
-        if self.clients.api == "map" and (self.load != "clients" or not APPROACHES[self.approach].maps):
+        if self.clients.api == "map" and (self.load != "clients" or not approach.maps):
             raise ValueError(
                 'clients.api: "map" is for closed-loop clients (load = "clients") of the remote or spawn approach'
             )
         cp = self.clients
-        if cp.timeout_s and (self.approach not in ("remote", "spawn") or cp.api != "single" or cp.streams):
+        if cp.timeout_s and (not approach.call_is_input or cp.api != "single" or cp.streams):
             raise ValueError(
                 "clients.timeout_s: modelled for single calls on the Function path (approach remote or spawn, "
                 'clients.api = "single", clients.streams = 0)'
             )
-        if self.faults.on and self.approach not in ("remote", "spawn"):
+        if self.faults.on and not approach.call_is_input:
             key = "crash_containers" if self.faults.crash_containers else "slow_s"
             raise ValueError(f"faults.{key}: faults are modelled on the Function path (approach remote or spawn)")
         if self.function.retries and not self.faults.crash_containers:
@@ -107,7 +110,7 @@ class _Scenario(Described):
                 "function.retries: the Function retries failed inputs, and only a crash fails one "
                 "(faults.crash_containers)"
             )
-        APPROACHES[self.approach].check(self)
+        approach.check(self)
 
     def ideal_calls_per_s(self) -> float:
         """Calls per second with no overhead at all (the approach's rule)."""

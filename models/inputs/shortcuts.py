@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from models.inputs.approaches import APPROACHES
 from models.inputs.demand import parse_shape
 from sim.shortcuts import Shortcut, any_of, constant, one_of, zero
 
@@ -35,8 +36,12 @@ trace.function trace.path trace.scale trace.spread trace.start_minute
 workspace.launch_burst workspace.launch_rate_per_s workspace.max_containers
 """
 EVERY = any_of(KEYS)
-FUNCTION_CALLERS = one_of("remote", "spawn")  # approaches whose callers reach the Function's inputs directly
 MAX_SLOTS = 1_000_000  # fifo: beyond, the events (the heap of slots would be the memory)
+
+
+def function_callers(approach: str) -> bool:
+    """Approaches whose callers reach the Function's inputs directly (.remote, .spawn)."""
+    return APPROACHES[approach].call_is_input
 
 
 def _steady(text: str) -> bool:
@@ -79,7 +84,7 @@ FIFO = Shortcut(
             "clients.backoff_base_s clients.backoff_max_s clients.connection_limit clients.count clients.in_flight "
             "clients.reissue clients.retry clients.on_rate_limit clients.retry_after_s clients.max_throttle_wait_s"
         ),  # (clients.api and clients.streams at their defaults: one request per call, no stream cap)
-        "approach": FUNCTION_CALLERS,
+        "approach": function_callers,
         "load": one_of("arrivals"),
         "arrivals.shape": _steady,
         "function.containers": lambda n: n > 0,
@@ -102,7 +107,7 @@ IDLE_DECISIONS = Shortcut(
     EVERY,
     # what it engages on: the autoscaled pools of Functions (a fixed pool takes no decision; the web server's
     # pool is decided at every grid point)
-    when=lambda sc: sc.function.containers == 0 and sc.approach != "server",
+    when=lambda sc: sc.function.containers == 0 and APPROACHES[sc.approach].calls_function,
     doc="decisions that cannot change anything are not simulated (models/inputs/autoscaler.py)",
 )
 
@@ -118,7 +123,7 @@ ROUND_TRIPS = Shortcut(
     "when the work ends, with the shortcut or without), one request per call, no stream cap",
     {
         **EVERY,
-        "approach": FUNCTION_CALLERS,
+        "approach": function_callers,
         "load": one_of("clients"),
         "clients.reissue": one_of(True),
         "clients.api": one_of("single"),  # a map call's inputs travel in requests, not each on its own

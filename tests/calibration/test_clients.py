@@ -184,7 +184,7 @@ def test_a_client_process_raises_its_soft_descriptor_limit_to_the_hard_one() -> 
 def test_shares_and_jobs() -> None:
     assert clients.shares(8, 3) == [(0, 1, 2), (3, 4, 5), (6, 7)]
     assert clients.shares(2, 8) == [(0,), (1,)]  # never an empty share
-    job = clients.Job("server", Load(clients=2), (0, 1), url="http://x", headers={"Modal-Key": "k"},
+    job = clients.Job("http", Load(clients=2), (0, 1), url="http://x", headers={"Modal-Key": "k"},
                       backoff=clients.Backoff())  # fmt: skip
     assert clients.Job.from_dict(job.as_dict()) == job
     assert "Modal-Key" not in repr(job)  # the proxy token is never printed

@@ -2,21 +2,27 @@
 
 An approach says how its calls are made (call style, HTTP or not), which callers make them (a ``Load`` of
 models/inputs/clients.py, or its own), what they call (one Function per app copy, or something else: the server's
-proxy), which scenario sections it adds, and the ideal rate with no overhead. It reads the scenario as
-models/inputs/base.py's ``Scenario`` protocol (and its own sections), never the schema, which is built from the
-approaches. Adding one is a module in this package and its line in ``APPROACHES``
+proxy), which scenario sections it adds, and the ideal rate with no overhead; and what the rest of the code asks of
+it: whether it calls the Function and whether each call is one input (the checks, shortcuts and size estimate read
+these), the least a call's legs add, its pools, and its settings, limits, label and colour as an option of a plan
+(experiments/plan.py). Code outside this package asks these of ``APPROACHES[name]``, never a name. It reads the
+scenario as models/inputs/base.py's ``Scenario`` protocol (and its own sections), never the schema, which is built
+from the approaches. Adding one is a module in this package and its line in ``APPROACHES``
 (models/inputs/approaches/__init__.py).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
 
 from models.inputs import fifo
 from models.inputs.arrivals import OpenLoop, TraceReplay
 from models.inputs.base import Scenario
 from models.inputs.clients import ClosedLoop, Load, Target
-from models.inputs.function import SYNC, Function
+from models.inputs.function import SYNC, Function, LimitParams
 from models.inputs.overhead import sampler
 from models.inputs.records import CallLog
 from sim.engine import Sim
@@ -33,6 +39,17 @@ class Approach:
     http: ClassVar[bool] = False  # calls are HTTP requests through the client's connection pool
     maps: ClassVar[bool] = True  # its clients may map over their calls (clients.api = "map": .map, .spawn_map)
     sections: ClassVar[dict[str, type]] = {}  # scenario sections this approach adds: {key: parameter class}
+    # its callers call the Function: one per app copy (``function.copies``), each a pool of its own behind the input
+    # plane (its limits, the ``overhead`` legs, ``function.containers``); else a pool of its own (the server's proxy)
+    calls_function: ClassVar[bool] = True
+    chunks: ClassVar[bool] = False  # a call is a chunk of items, one input carrying many calls at once
+    # each call is one input of the Function, made by its callers directly (.remote, .spawn: the Function path): what
+    # is modelled there only (client timeouts, faults) and the shortcuts' shapes proven there take it; declared, so
+    # that a new approach is in none of them until it says so
+    call_is_input: ClassVar[bool] = False
+    searches_copies: ClassVar[bool] = False  # a plan searches its app copies (else it runs one)
+    label: ClassVar[str]  # its name in a plan's table
+    colour: ClassVar[str]  # its colour in every plot and page, the same everywhere
 
     def check(self, sc: Scenario) -> None:
         """Cross-field checks; raise ValueError naming the key."""
@@ -118,3 +135,53 @@ class Approach:
         if sc.load == "trace":
             return sc.trace.mean_rate(sc.duration_s, sc.warmup_s)
         return sc.clients.count * sc.clients.in_flight / sc.work.mean
+
+    def pools(self, sc: Scenario) -> int:
+        """The container pools it runs: one per app copy (``function.copies``; 0: one per client), or its own one."""
+        return (sc.function.copies or sc.clients.count) if self.calls_function else 1
+
+    def least_added(self, sc: Scenario) -> float:
+        """The least added latency a call can have: its legs' least values (``overhead.submit``, ``dispatch``,
+        ``result``)."""
+        o = sc.overhead
+        return o.submit.low + o.dispatch.low + o.result.low
+
+    def plus_legs(self, sc: Scenario, works: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Calls' lengths with no wait at all: ``works`` plus each call's legs, drawn from ``rng`` (submit, dispatch,
+        result, in that order)."""
+        n = len(works)
+        for d in (sc.overhead.submit, sc.overhead.dispatch, sc.overhead.result):
+            works = works + d.draw(rng, n)
+        return works
+
+    def slots_back(self, sc: Scenario, t: float, p_call: Callable[[float], float]) -> tuple[int, float]:
+        """A reissuing closed loop's slots and the chance that a slot's first call is back within ``t``: clients ×
+        in_flight slots, each ``p_call(t)`` (P(a call <= t))."""
+        return sc.clients.count * sc.clients.in_flight, p_call(t)
+
+    def inputs_per_s(self, rate: float, chunk: int) -> float:
+        """The Function's inputs per second at ``rate`` calls per second, in chunks of ``chunk`` items where it
+        sends chunks (one input a chunk; else one a call)."""
+        return rate / chunk if self.chunks else rate
+
+    def accept_rate(self, lim: LimitParams) -> float:
+        """The accept limit its inputs meet: its call style's."""
+        return lim.sync_accept_rate if self.style == SYNC else lim.async_accept_rate
+
+    def in_system_cap(self, lim: LimitParams) -> int:
+        """The cap on inputs in the system its inputs meet (synchronous calls only; 0: none)."""
+        return lim.sync_in_system_cap if self.style == SYNC else 0
+
+    def plan_settings(self, copies: int, chunk: int, sc: Scenario) -> dict[str, Any]:
+        """The scenario keys of it as a plan's option at ``copies`` app copies and chunks of ``chunk`` items (on top
+        of the user's scenario ``sc``)."""
+        return {"approach": self.name, "function.copies": copies}
+
+    def describe(self, config: dict[str, Any]) -> str:
+        """A plan option's configuration ``config`` (its scenario keys) in words."""
+        return self.label
+
+
+def copies_text(n: int) -> str:
+    """``n`` app copies, in words."""
+    return f"{n} cop{'y' if n == 1 else 'ies'}"

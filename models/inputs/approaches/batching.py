@@ -14,10 +14,11 @@ arrived, so its response time, and its added latency, include the gathering wait
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from models.inputs.approaches.base import Approach
+from models.inputs.approaches.base import Approach, copies_text
 from models.inputs.arrivals import OpenLoop
 from models.inputs.base import Scenario
 from models.inputs.clients import Load, Target
@@ -45,6 +46,9 @@ class Batching(Approach):
     name = "batching"
     maps = False
     sections: ClassVar[dict[str, type]] = {"batching": BatchingParams}
+    chunks = True
+    searches_copies = True
+    colour = "#8172b3"
 
     def check(self, sc: Scenario) -> None:
         if sc.load == "trace":
@@ -72,6 +76,27 @@ class Batching(Approach):
             return super().ideal_calls_per_s(sc)
         n = sc.batching.round_items
         return sc.clients.count * n / sc.work.expected_max(n)
+
+    def slots_back(self, sc: Scenario, t: float, p_call: Callable[[float], float]) -> tuple[int, float]:
+        """A slot is a client's round, back with its slowest item: each item's work within ``t`` past the legs'
+        least."""
+        legs = self.least_added(sc)
+        return sc.clients.count, (sc.work.cdf(t - legs) if t > legs else 0.0) ** sc.batching.round_items
+
+    def plan_settings(self, copies: int, chunk: int, sc: Scenario) -> dict[str, Any]:
+        """A container runs max_inputs items at once: max_inputs ÷ chunk chunks."""
+        f = sc.function
+        per, target = max(1, f.max_inputs // chunk), max(1, f.target // chunk)
+        return {
+            "approach": self.name,
+            "function.copies": copies,
+            "batching.chunk_items": chunk,
+            "function.max_inputs": per,
+            "function.target_inputs": min(per, target),
+        }
+
+    def describe(self, config: dict[str, Any]) -> str:
+        return f"{copies_text(config['function.copies'])}, chunks of {config['batching.chunk_items']}"
 
 
 class BatchedRounds(Load):

@@ -43,7 +43,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush, heapreplace
-from typing import ClassVar
+from typing import Any, ClassVar
+
+import numpy as np
 
 from models.inputs.approaches.base import Approach
 from models.inputs.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
@@ -110,6 +112,9 @@ class Server(Approach):
     http = True
     maps = False
     sections: ClassVar[dict[str, type]] = {"server": ServerParams}
+    calls_function = False  # the proxy and its one pool
+    label = "web server"
+    colour = "#c44e52"
 
     def parts(self, sc: Scenario) -> int:
         return 1  # every client calls the one proxy
@@ -118,6 +123,19 @@ class Server(Approach):
         self, sim: Sim, sc: Scenario, streams: Streams, log: CallLog, load: Load, part: int = 0, parts: int = 1
     ) -> list[Target]:
         return [Proxy(sim, "server", sc.server, sc.autoscaler, streams, log, load.work_ended)]
+
+    def least_added(self, sc: Scenario) -> float:
+        """The proxy's hop each way, when constant."""
+        return 0.0 if sc.server.proxy_sigma > 0 else 2.0 * sc.server.proxy_latency_s
+
+    def plus_legs(self, sc: Scenario, works: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The proxy's least, added (nothing drawn)."""
+        return works + self.least_added(sc)
+
+    def plan_settings(self, copies: int, chunk: int, sc: Scenario) -> dict[str, Any]:
+        """One server, its containers as the Function's."""
+        f = sc.function
+        return {"approach": self.name, "server.max_concurrency": f.max_inputs, "server.target_concurrency": f.target}
 
 
 class Proxy:

@@ -10,3 +10,6 @@ from models.inputs.function import ASYNC
 class Spawn(Approach):
     name = "spawn"
     style = ASYNC
+    call_is_input = True
+    label = ".spawn"
+    colour = "#dd8452"
