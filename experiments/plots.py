@@ -14,12 +14,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter
 
+from models.inputs.approaches import PLAN_WAYS
 from sim.model import Figure, TimeSeries
 
 matplotlib.rcParams["text.parse_math"] = False  # titles and labels are text (a user's $ too), never mathtext
 
 # fixed colours, the same in every report and page: per way (an approach, app copies) and per limit
-WAY_COLOURS = {"remote": "#4c72b0", "spawn": "#dd8452", "copies": "#55a868", "batching": "#8172b3", "server": "#c44e52"}
+WAY_COLOURS = {w.name: w.colour for w in PLAN_WAYS.values()}
 LIMIT_COLOURS = {
     "accept_rate": "#1f77b4",
     "start_rate": "#ff7f0e",

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from calibration.ways import WAYS
+from experiments.whatif import QUESTIONS
 from models.inputs import invariants
 from models.inputs.approaches import ALIASES, APPROACHES, PLAN_WAYS
 from models.inputs.approaches.base import Approach
@@ -24,8 +25,8 @@ from models.inputs.loadtest import Scenario
 from models.registry import MODELS
 from models.sandboxes.creation import SHORTCUTS as SANDBOX_SHORTCUTS
 from models.sandboxes.planes import PLANES
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("sim", "models", "calibration", "experiments")
 COMPARES = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
 LITERALS = (ast.Tuple, ast.List, ast.Set, ast.Dict)
@@ -40,17 +41,7 @@ FAMILIES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
         frozenset(INPUTS_SHORTCUTS.names) | frozenset(SANDBOX_SHORTCUTS.names),
         ("sim/shortcuts.py", "models/inputs/shortcuts.py", "models/sandboxes/shortcuts.py"),
     ),
-    # until the questions are a package (experiments/whatif/): the what-if command and its helpers
-    "questions": (
-        frozenset({"capacity", "autoscaler", "drain", "plan", "recovery"}),
-        (
-            "experiments/whatif.py",
-            "experiments/whatif_report.py",
-            "experiments/plan.py",
-            "experiments/plan_page.py",
-            "experiments/recovery.py",
-        ),
-    ),
+    "questions": (frozenset(QUESTIONS), ("experiments/whatif/",)),
 }
 
 # Sites where the name is an ordinary word, not the member: (file, family) -> (sites, what the word means there).
@@ -61,31 +52,12 @@ WORDS: dict[tuple[str, str], tuple[int, str]] = {
 
 # Sites in other helpers' areas, to be driven to zero after the merge: (file, family) -> (sites, what replaces them).
 EXCEPTIONS: dict[tuple[str, str], tuple[int, str]] = {
-    # approaches, in modules another helper is moving (experiments/whatif/): the facts are ready on the approaches
-    ("experiments/plan.py", "approaches"): (
-        16,
-        "WAYS -> PLAN_WAYS; way_settings -> PLAN_WAYS[way].plan_settings; limits_used, fewest_copies -> "
-        ".inputs_per_s, .calls_function, .accept_rate, .in_system_cap; `in (copies, batching)` -> "
-        ".searches_copies; _config -> .describe",
-    ),
-    ("experiments/plots.py", "approaches"): (1, "WAY_COLOURS -> {w.name: w.colour for w in PLAN_WAYS.values()}"),
-    ("experiments/whatif.py", "approaches"): (
-        4,
-        "latency_floor's `== server` -> not APPROACHES[sc.approach].calls_function (FLOOR sets the Function "
-        "path's keys); drain's way, spawn or map: the question's own choice, its approach by name from APPROACHES",
-    ),
-    # control planes (the planes' helper: their facts on ControlPlane)
-    ("experiments/faults.py", "planes"): (2, "the faults each plane models: a ControlPlane fact"),
-    ("models/sandboxes/budget.py", "planes"): (3, "the size estimate's per-plane events: a ControlPlane method"),
-    ("models/sandboxes/creation.py", "planes"): (1, "a modal-v2 branch: a ControlPlane fact"),
-    ("models/sandboxes/faults.py", "planes"): (1, "the faults each plane models: a ControlPlane fact"),
     # shortcuts checked by their string names (issue 44: shortcuts referred to by constants)
     ("sim/engine.py", "shortcuts"): (1, "`calendar`, `delay_lines` in shortcuts"),
     ("models/inputs/approaches/base.py", "shortcuts"): (1, "`fifo` in sim.shortcuts"),
     ("models/inputs/autoscaler.py", "shortcuts"): (1, "`idle_decisions` in shortcuts"),
     ("models/inputs/clients.py", "shortcuts"): (1, "`round_trips` in shortcuts"),
     ("models/inputs/parts.py", "shortcuts"): (1, "`parts` in shortcuts"),
-    ("models/sandboxes/planes/modal_v2.py", "shortcuts"): (2, "`accept_at_placement`, `same_instant_placements`"),
 }
 
 
@@ -133,13 +105,6 @@ def test_no_module_names_a_familys_members_outside_it():
     assert not unexpected and not gone, f"new or changed sites: {unexpected}; exceptions left without a site: {gone}"
 
 
-def test_the_approaches_exceptions_are_only_in_modules_being_moved():
-    # every other site on approach names is gone; these three modules wait for the what-if package's move
-    moving = {"experiments/plan.py", "experiments/plots.py", "experiments/whatif.py"}
-    assert {f for f, family in EXCEPTIONS if family == "approaches"} == moving
-    assert not set(WORDS) & set(EXCEPTIONS)
-
-
 def test_the_walker_finds_a_planted_conditional_and_list(tmp_path):
     own = tmp_path / "models" / "fam"
     own.mkdir(parents=True)
@@ -162,7 +127,7 @@ def test_the_walker_finds_a_planted_conditional_and_list(tmp_path):
     ]
 
 
-# --- the facts experiments/plan.py and plots.py are to read (PLAN_WAYS) --------------------------------------------
+# --- the facts a plan (experiments/whatif/plan.py) and the plots read (PLAN_WAYS) ----------------------------------
 
 
 TODAY = ["remote", "spawn", "copies", "batching", "server"]  # a plan's ways today, in its table's order
@@ -217,59 +182,6 @@ def test_a_plan_ways_settings_limits_and_words():
     words = [".remote", ".spawn", "1 copy", "1 copy, chunks of 8", "web server"]
     assert pinned(lambda w: w.describe(config), dict(zip(TODAY, words, strict=True)))
     assert PLAN_WAYS["copies"].describe({"function.copies": 3}) == "3 copies"
-
-
-def test_the_facts_are_what_plan_and_plots_hold_today():
-    # until experiments/plan.py and plots.py read these facts (issue 44): the same values, way by way
-    from experiments import plan, plots
-
-    assert list(PLAN_WAYS) == list(plan.WAYS)
-    assert {w.name: w.colour for w in PLAN_WAYS.values()} == plots.WAY_COLOURS
-    m = {"inputs_in_flight_mean": 30.0, "containers_mean": 7.0}
-    default = Scenario()
-    capped = dataclasses.replace(
-        default,
-        autoscaler=dataclasses.replace(default.autoscaler, max_containers=10),
-        workspace=dataclasses.replace(default.workspace, max_containers=40),
-    )
-    for sc in (default, capped):
-        for name, w in PLAN_WAYS.items():
-            for copies, chunk in ((1, 1), (3, 8)):
-                config = w.plan_settings(copies, chunk, sc)
-                assert config == plan.way_settings(name, copies, chunk, sc)
-                assert w.describe(config) == plan._config({"way": name, "config": config})
-                assert plan.fewest_copies(name, chunk, 900.0, sc, 0.2) == _fewest(w, chunk, 900.0, sc, 0.2)
-                assert plan.limits_used(name, copies, chunk, 900.0, sc, m) == _used(w, copies, chunk, 900.0, sc, m)
-
-
-def _fewest(w: Approach, chunk: int, rate: float, sc: Scenario, headroom: float) -> int | None:
-    """plan.fewest_copies, from the facts."""
-    from experiments.plan import MAX_COPIES
-
-    lim = sc.limits
-    if not lim.enabled or not w.calls_function:
-        return 1
-    start = max(lim.start_rate, lim.start_rate_max if lim.start_ramp_per_s else 0.0)
-    n = math.ceil(w.inputs_per_s(rate, chunk) / ((1.0 - headroom) * min(w.accept_rate(lim), start)) - 1e-9)
-    return max(1, n) if n <= MAX_COPIES else None
-
-
-def _used(w: Approach, copies: int, chunk: int, rate: float, sc: Scenario, m: dict) -> dict[str, float]:
-    """plan.limits_used, from the facts."""
-    lim, use = sc.limits, {}
-    per = w.inputs_per_s(rate, chunk) / copies
-    if w.calls_function and lim.enabled:
-        start = max(lim.start_rate, lim.start_rate_max if lim.start_ramp_per_s else 0.0)
-        use["accept_rate"] = per / w.accept_rate(lim)
-        use["start_rate"] = per / start
-        if w.in_system_cap(lim):
-            use["in_system_cap"] = (m.get("inputs_in_flight_mean") or 0.0) / copies / w.in_system_cap(lim)
-    cap = sc.autoscaler.max_containers
-    if cap:
-        use["max_containers"] = (m.get("containers_mean") or 0.0) / (cap * copies if w.calls_function else cap)
-    if sc.workspace.max_containers:
-        use["workspace_cap"] = (m.get("containers_mean") or 0.0) / sc.workspace.max_containers
-    return use
 
 
 @pytest.mark.parametrize("name", list(APPROACHES))

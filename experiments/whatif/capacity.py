@@ -23,6 +23,7 @@ from experiments.whatif.search import (
     size_search,
     smallest,
 )
+from models.inputs.approaches import APPROACHES
 from sim.scenario import ScenarioError
 
 KNOBS = {
@@ -130,8 +131,8 @@ def _window(sim: Simulator, rate: float) -> dict:
 
 def latency_floor(sim: Simulator, fixed: dict) -> Evaluation | None:
     """The probe of the least added latency any configuration can have (``FLOOR``), or None where it does not
-    apply (the server approach) or cannot run."""
-    if sim.sc.approach == "server":
+    apply (an approach that does not call the Function: the server's proxy) or cannot run."""
+    if not APPROACHES[sim.sc.approach].calls_function:
         return None
     try:
         return sim.evaluate({**fixed, **FLOOR})

@@ -9,7 +9,12 @@ import argparse
 
 from experiments.whatif.base import Flag, Search, positive
 from experiments.whatif.search import Evaluation, Simulator, robustness, row, size_search
+from models.inputs.approaches.remote import Remote
+from models.inputs.approaches.spawn import Spawn
 from sim.scenario import ScenarioError
+
+# how the N calls are made (``--via``, the first the default): the approach each is, the other the runner-up
+VIA = {"spawn": Spawn.name, "map": Remote.name}
 
 
 class Drain(Search):
@@ -18,7 +23,7 @@ class Drain(Search):
     name = "drain"
     flags = (
         Flag("--calls", "drain: how many calls"),
-        Flag("--via", "drain: how they are made (default spawn)", "spawn", ("spawn", "map")),
+        Flag("--via", f"drain: how they are made (default {next(iter(VIA))})", next(iter(VIA)), tuple(VIA)),
     )
     scenario = "loadtest-spawn"
     defaults = ("duration_s=3600", "warmup_s=0")  # an hour's window (the run ends when every call is back)
@@ -42,15 +47,16 @@ class Drain(Search):
 
 
 def drain(sim: Simulator, calls: int, via: str) -> dict:
-    size_search(sim, "drain", 2, [_drain_config(calls, "spawn"), _drain_config(calls, "map")])
+    size_search(sim, "drain", 2, [_drain_config(calls, way) for way in VIA])
+    other = next(way for way in VIA if way != via)
     results = {}
-    for way in (via, "map" if via == "spawn" else "spawn"):
+    for way in (via, other):
         e = results[way] = sim.evaluate(_drain_config(calls, way))
         e.meets, e.why = True, ""
         back, ci = e.metrics["first_n_back_s"]
         # calls/s while draining: N over the time until all are back (the window's calls/s is not the drain's)
         e.metrics["calls_per_s"] = (calls / back, calls / back**2 * ci if ci else None) if back else (None, None)
-    chosen, other = results[via], results["map" if via == "spawn" else "spawn"]
+    chosen, other = results[via], results[other]
     return {
         "question": f"how long until {calls:,} {via} calls are all back, and what binds",
         "answer": {"first_n_back_s": chosen.metrics["first_n_back_s"][0], "binding_limit": chosen.binding},
@@ -63,7 +69,7 @@ def drain(sim: Simulator, calls: int, via: str) -> dict:
 def _drain_config(calls: int, way: str) -> dict:
     """N calls at once from one caller, made once (no reissue), retried with backoff when rejected."""
     return {
-        "approach": "spawn" if way == "spawn" else "remote",
+        "approach": VIA[way],
         "load": "clients",
         "clients.count": 1,
         "clients.in_flight": calls,

@@ -40,12 +40,13 @@ from typing import Any
 from experiments.whatif.base import P99, RATE, SHAPE, Flag, Search, positive, print_answer
 from experiments.whatif.plan_page import page, words
 from experiments.whatif.search import Simulator, busiest_minutes, peak_window, robustness, size_search
+from models.inputs.approaches import PLAN_WAYS
 from models.inputs.billing import HOURS_PER_MONTH
 from models.inputs.demand import parse_shape
 from models.runs import warn_extrapolated
 from sim.scenario import ScenarioError
 
-WAYS = ("remote", "spawn", "copies", "batching", "server")
+WAYS = tuple(PLAN_WAYS)  # the ways a plan weighs, in its table's order (models/inputs/approaches)
 MAX_COPIES = 512  # the copies searched at most per way
 TRIES = 6  # configurations simulated at most per way
 HEADROOM = 0.2
@@ -86,42 +87,19 @@ class Option:
         }
 
 
-def way_settings(way: str, copies: int, chunk: int, sc: Any) -> dict[str, Any]:
-    """The scenario keys of a way at ``copies`` copies (on top of the user's)."""
-    if way == "server":
-        f = sc.function
-        return {"approach": "server", "server.max_concurrency": f.max_inputs, "server.target_concurrency": f.target}
-    if way == "batching":  # a container runs max_inputs items at once: max_inputs ÷ chunk chunks
-        f = sc.function
-        per, target = max(1, f.max_inputs // chunk), max(1, f.target // chunk)
-        return {
-            "approach": "batching",
-            "function.copies": copies,
-            "batching.chunk_items": chunk,
-            "function.max_inputs": per,
-            "function.target_inputs": min(per, target),
-        }
-    return {"approach": "spawn" if way == "spawn" else "remote", "function.copies": copies}
-
-
 def limits_used(way: str, copies: int, chunk: int, rate: float, sc: Any, m: dict) -> dict[str, float]:
     """Each limit's share used at the target ``rate`` by a way at ``copies`` (0: not in the way's path)."""
-    lim, use = sc.limits, {}
-    inputs = rate / chunk if way == "batching" else rate  # a chunk is one input
-    per = inputs / copies
-    if way != "server" and lim.enabled:
-        accept = lim.async_accept_rate if way == "spawn" else lim.sync_accept_rate
+    w, lim, use = PLAN_WAYS[way], sc.limits, {}
+    per = w.inputs_per_s(rate, chunk) / copies
+    if w.calls_function and lim.enabled:
         start = max(lim.start_rate, lim.start_rate_max if lim.start_ramp_per_s else 0.0)
-        use["accept_rate"] = per / accept
+        use["accept_rate"] = per / w.accept_rate(lim)
         use["start_rate"] = per / start
-        if way != "spawn" and lim.sync_in_system_cap:
-            in_flight = m.get("inputs_in_flight_mean") or 0.0
-            use["in_system_cap"] = in_flight / copies / lim.sync_in_system_cap
+        if w.in_system_cap(lim):
+            use["in_system_cap"] = (m.get("inputs_in_flight_mean") or 0.0) / copies / w.in_system_cap(lim)
     cap = sc.autoscaler.max_containers
-    if cap and way != "server":
-        use["max_containers"] = (m.get("containers_mean") or 0.0) / (cap * copies)
-    elif cap:
-        use["max_containers"] = (m.get("containers_mean") or 0.0) / cap
+    if cap:  # each app copy's own cap; the server's one pool
+        use["max_containers"] = (m.get("containers_mean") or 0.0) / (cap * copies if w.calls_function else cap)
     if sc.workspace.max_containers:
         use["workspace_cap"] = (m.get("containers_mean") or 0.0) / sc.workspace.max_containers
     return use
@@ -130,13 +108,11 @@ def limits_used(way: str, copies: int, chunk: int, rate: float, sc: Any, m: dict
 def fewest_copies(way: str, chunk: int, rate: float, sc: Any, headroom: float) -> int | None:
     """The fewest copies whose accept and start limits admit ``rate`` with ``headroom`` (None: more than
     MAX_COPIES)."""
-    lim = sc.limits
-    if not lim.enabled or way == "server":
+    w, lim = PLAN_WAYS[way], sc.limits
+    if not lim.enabled or not w.calls_function:
         return 1
-    inputs = rate / chunk if way == "batching" else rate
-    accept = lim.async_accept_rate if way == "spawn" else lim.sync_accept_rate
     start = max(lim.start_rate, lim.start_rate_max if lim.start_ramp_per_s else 0.0)
-    n = math.ceil(inputs / ((1.0 - headroom) * min(accept, start)) - 1e-9)
+    n = math.ceil(w.inputs_per_s(rate, chunk) / ((1.0 - headroom) * min(w.accept_rate(lim), start)) - 1e-9)
     return max(1, n) if n <= MAX_COPIES else None
 
 
@@ -209,20 +185,20 @@ def plan(
     skipped: dict[str, str] = {}  # the ways that cannot take this load (batching a trace), and why
     for way in ways:
         try:
-            builds({**fixed, **way_settings(way, 1, chunk, sc)})
+            builds({**fixed, **PLAN_WAYS[way].plan_settings(1, chunk, sc)})
         except ScenarioError as e:
             skipped[way] = str(e)
             continue
         tried: list[Option] = []
 
         def ev(n: int, way: str = way, tried: list[Option] = tried) -> Option:
-            config = {**fixed, **way_settings(way, n, chunk, sc)}
+            config = {**fixed, **PLAN_WAYS[way].plan_settings(n, chunk, sc)}
             o = option_of(way, evaluate(config), n, chunk, rate, sc)
             verdict(o, rate, p99, p50, headroom)
             tried.append(o)
             return o
 
-        if way in ("copies", "batching"):
+        if PLAN_WAYS[way].searches_copies:
             n = fewest_copies(way, chunk, rate, sc, headroom)
             if n is None:
                 o = ev(MAX_COPIES)

@@ -19,6 +19,7 @@ from matplotlib.ticker import FuncFormatter
 
 from experiments.plots import LIMIT_COLOURS, WAY_COLOURS
 from experiments.whatif.pages import STYLE
+from models.inputs.approaches import PLAN_WAYS
 from sim import files
 
 
@@ -157,12 +158,7 @@ def _range(f: dict | None, fmt: str = "{:,.3g}") -> str:
 
 
 def _config(row: dict) -> str:
-    c = row["config"]
-    if row["way"] in ("copies", "batching"):
-        extra = f", chunks of {c['batching.chunk_items']}" if row["way"] == "batching" else ""
-        n = c["function.copies"]
-        return f"{n} cop{'y' if n == 1 else 'ies'}{extra}"
-    return {"remote": ".remote", "spawn": ".spawn", "server": "web server"}[row["way"]]
+    return PLAN_WAYS[row["way"]].describe(row["config"])
 
 
 def headroom_text(row: dict) -> str:
