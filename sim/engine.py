@@ -66,6 +66,7 @@ import simpy
 from simpy.events import NORMAL, URGENT
 
 from sim.scenario import ScenarioError
+from sim.shortcuts import CALENDAR, DELAY_LINES
 
 
 class SimPyInternalsChanged(RuntimeError):
@@ -152,7 +153,7 @@ class Sim:
     @classmethod
     def taking(cls, shortcuts: Collection[str]) -> Sim:
         """The clock of a run that may take ``shortcuts`` (sim/shortcuts.py), the engine's own among them."""
-        sim = cls(calendar="calendar" in shortcuts, delay_lines="delay_lines" in shortcuts)
+        sim = cls(calendar=CALENDAR in shortcuts, delay_lines=DELAY_LINES in shortcuts)
         sim.shortcuts = shortcuts
         return sim
 

@@ -59,6 +59,7 @@ from typing import Literal, Protocol
 from models.inputs.mapcall import MapCalls
 from models.inputs.overhead import OverheadParams, is_zero, leg
 from models.inputs.records import CallLog
+from models.inputs.shortcuts import ROUND_TRIPS
 from sim.dists import Dist, Exponential, Uniform
 from sim.engine import Sim
 from sim.rng import PerClient, Streams
@@ -481,7 +482,7 @@ class ClosedLoop(Load):
             client_of, call_in, reach = self.log.client, sim.call_in, self._reach
             # the calls made at the start and the retries: each drawn when it leaves (Load's leg, same stream)
             self._submit = lambda call: call_in(out[client_of[call]](), reach, call)
-            self._fused = "round_trips" in sim.shortcuts
+            self._fused = ROUND_TRIPS.name in sim.shortcuts
             self.work_ended = self._work_ended
         elif self._http and self._map is None and not self._pooled and self.reissue:
             # the proxy's callers, with no connection pool that binds: done, returned and _send in one callback

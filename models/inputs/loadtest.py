@@ -29,7 +29,7 @@ from models.inputs.faults import FaultParams
 from models.inputs.function import FunctionParams, LimitParams
 from models.inputs.monitor import LIMIT_METRICS, diagnosis
 from models.inputs.overhead import OverheadParams
-from models.inputs.shortcuts import SHAPES
+from models.inputs.shortcuts import PARTS, SHAPES
 from models.inputs.summary import CALL_METRICS
 from models.inputs.workspace import WorkspaceParams
 from sim.dists import Dist, Uniform
@@ -130,7 +130,7 @@ def run(sc: Scenario, seed: int = 0, series: dict | None = None, records: bool =
     wall0 = time.perf_counter()
     used = SHORTCUTS.used(sc)
     if APPROACHES[sc.approach].parts(sc) == 1:
-        used -= {"parts"}  # the run is one part: nothing to split
+        used -= {PARTS.name}  # the run is one part: nothing to split
     out, end = parts.simulate(sc, seed, records, series is not None, used, jobs)
     metrics = outcome_metrics(sc, out, end)
     invariants.check(sc, out, metrics)

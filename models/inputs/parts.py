@@ -32,6 +32,7 @@ from models.inputs.approaches import APPROACHES
 from models.inputs.base import Scenario
 from models.inputs.monitor import BACKLOG, Monitor
 from models.inputs.records import CallLog
+from models.inputs.shortcuts import PARTS
 from models.inputs.summary import ERROR_KINDS, CallSummary, Window
 from models.inputs.workspace import Workspace
 from sim import engine
@@ -278,7 +279,7 @@ def simulate(
     sc: Scenario, seed: int, records: bool, series: bool, shortcuts: frozenset[str], jobs: int = 1
 ) -> tuple[Outcome, float]:
     """The run's outcome, its parts added up, and its end (``shortcuts``: those the run may take)."""
-    n = APPROACHES[sc.approach].parts(sc) if "parts" in shortcuts else 1
+    n = APPROACHES[sc.approach].parts(sc) if PARTS.name in shortcuts else 1
     progress = engine.PROGRESS
     until = sc.duration_s + sc.drain_s
 

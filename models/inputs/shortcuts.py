@@ -156,4 +156,5 @@ PARTS = Shortcut(
     doc="the copies simulated one after the other, or on --jobs processes (models/inputs/parts.py)",
 )
 
+# the code that takes a shortcut asks for it by its constant (``FIFO.name in sim.shortcuts``): a typo fails to import
 SHAPES = (FIFO, IDLE_DECISIONS, ROUND_TRIPS, PARTS)
