@@ -9,7 +9,7 @@ import pytest
 
 from experiments.cli import load_scenario
 from models.inputs import loadtest
-from models.inputs.clients import THROTTLE_FLOOR_S
+from models.inputs.retries import THROTTLE_FLOOR_S
 
 # a Function that accepts one synchronous call a second (a burst of 1) and runs calls of exactly 1 s: the second of
 # two calls made at once is refused

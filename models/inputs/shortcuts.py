@@ -128,7 +128,7 @@ ROUND_TRIPS = Shortcut(
     },
     claim="rounding",  # every record to the bit; a back is folded in later, so sums are added in another order
     rel_tol=1e-12,
-    doc="a call's way back and the next call's way out are one event, not two (models/inputs/clients.py)",
+    doc="a call's way back and the next call's way out are one event, not two (models/inputs/closedloop.py)",
 )
 
 

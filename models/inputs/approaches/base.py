@@ -15,7 +15,8 @@ from typing import ClassVar
 from models.inputs import fifo
 from models.inputs.arrivals import OpenLoop, TraceReplay
 from models.inputs.base import Scenario
-from models.inputs.clients import ClosedLoop, Load, Target
+from models.inputs.clients import Load, Target
+from models.inputs.closedloop import ClosedLoop
 from models.inputs.function import SYNC, Function
 from models.inputs.overhead import sampler
 from models.inputs.records import CallLog
