@@ -1,7 +1,8 @@
-"""The callers of a load test (docs/sources.md §1, the reference load test): what every kind shares (``Load``), one
-of the family the scenario's ``load`` key names (``LOADS``: models/inputs/approaches/base.py; closed-loop clients:
-models/inputs/closedloop.py; open-loop arrivals and trace replay: models/inputs/arrivals.py). An approach may bring
-its own callers (batching's rounds of chunks: models/inputs/approaches/batching.py).
+"""The callers of a load test (docs/sources.md §1, the reference load test): the ``clients`` section, and what every
+kind of caller the scenario's ``load`` key names shares (``Load``; the kinds, ``LOADS``: models/inputs/approaches/
+base.py; closed-loop clients: models/inputs/closedloop.py; open-loop arrivals and trace replay: models/inputs/
+arrivals.py). An approach may bring its own callers (batching's rounds of chunks: models/inputs/approaches/
+batching.py).
 
 A call leaves its client as one request of its own (``api = "single"``: ``.remote``/``.spawn``) or as an input of the
 client's map call (``api = "map"``: ``.map``/``.spawn_map``, with the modal client's batching and retries:
@@ -189,7 +190,6 @@ class Load:
         self.retries = Retries(cp, streams, sc.duration_s + sc.drain_s, throttled)
         self._call_at = sim.call_at
         self.timeouts = Timeouts(sim, log, cp.timeout_s, self._rejected) if cp.timeout_s else None
-        self._send_cb = self._send  # every retry's entry: one bound method, not one each
         self.rejections: dict[str, int] = {}  # every rejected attempt, retried or not, by kind
         self.lost: dict[str, float] = {}  # input-seconds lost to rejections, by kind (models/inputs/monitor.py)
         # hot-path aliases (the log's columns are the same objects all run)
@@ -202,12 +202,14 @@ class Load:
         limit = cp.connection_limit if http else cp.streams if self.connected else 0
         binds = self._map is None and self._pool_binds(limit, cp.in_flight)
         self.connections = Connections(cp.count, limit, self._send) if binds else None
-        # the entries a subclass may take over with its own way of sending (models/inputs/closedloop.py):
-        # client → accept on the Function path (overhead.submit); None: the call arrives at once
+        # the entries a subclass may take over with its own way of sending (models/inputs/closedloop.py): every
+        # retry's (one bound method, not one each); client → accept on the Function path (overhead.submit; None:
+        # the call arrives at once); and what a call whose work ended is told (the result's way back, overhead.result
+        # on the Function path, then done)
+        self._send_cb = self._send
         self._submit = (
             None if http or self._map is not None else leg(sim, sc.overhead, "submit", streams, self._reach, log.client)
         )
-        # what a call whose work ended is told: the result's way back (overhead.result on the Function path), then done
         self.work_ended: Callable[[int], None] = (
             self.done if http else leg(sim, sc.overhead, "result", streams, self.done, log.client) or self.done
         )
