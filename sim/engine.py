@@ -60,6 +60,7 @@ import simpy
 from simpy.events import NORMAL, URGENT
 
 from sim.guard import CHECK_EVENTS_MASK, SAMPLE, UNGUARDED, Guard
+from sim.shortcuts import CALENDAR, DELAY_LINES
 
 
 class SimPyInternalsChanged(RuntimeError):
@@ -149,7 +150,7 @@ class Sim:
     def taking(cls, shortcuts: Collection[str], guard: Guard = UNGUARDED) -> Sim:
         """The clock of a run that may take ``shortcuts`` (sim/shortcuts.py), the engine's own among them, watched by
         ``guard``."""
-        sim = cls(calendar="calendar" in shortcuts, delay_lines="delay_lines" in shortcuts, guard=guard)
+        sim = cls(calendar=CALENDAR in shortcuts, delay_lines=DELAY_LINES in shortcuts, guard=guard)
         sim.shortcuts = shortcuts
         return sim
 

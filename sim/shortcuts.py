@@ -147,6 +147,9 @@ def any_of(keys: str) -> dict[str, _Any]:
 
 
 # --- the engine's own shortcuts (sim/engine.py): they hold for any scenario of any model -----------------------------
+CALENDAR, DELAY_LINES = "calendar", "delay_lines"  # their names (sim/engine.py ``Sim.taking`` asks by them)
+
+
 def engine_shortcuts(schema: type) -> tuple[Shortcut, ...]:
     """The calendar and the delay lines keep the order of events of one heap whatever the model does, so their
     shape is every scenario of ``schema`` (tests/test_engine.py proves the order, tests/test_shortcuts.py the
@@ -154,13 +157,13 @@ def engine_shortcuts(schema: type) -> tuple[Shortcut, ...]:
     every = dict.fromkeys(schema_keys(schema), ANY)
     return (
         Shortcut(
-            "calendar",
+            CALENDAR,
             "any scenario: the order of events is that of one heap, ties included",
             every,
             doc="entries due past the horizon wait in buckets, not in the heap (sim/engine.py)",
         ),
         Shortcut(
-            "delay_lines",
+            DELAY_LINES,
             "any scenario: a constant delay's items keep the (time, id) keys of heap entries",
             every,
             doc="a constant delay's callbacks wait in a FIFO beside the heap (sim/engine.py)",

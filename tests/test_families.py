@@ -39,7 +39,12 @@ FAMILIES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
     "ways": (frozenset(WAYS) - frozenset(MODELS), ("calibration/ways/",)),
     "shortcuts": (
         frozenset(INPUTS_SHORTCUTS.names) | frozenset(SANDBOX_SHORTCUTS.names),
-        ("sim/shortcuts.py", "models/inputs/shortcuts.py", "models/sandboxes/shortcuts.py"),
+        (
+            "sim/shortcuts.py",
+            "models/inputs/shortcuts.py",
+            "models/inputs/shortcut_names.py",
+            "models/sandboxes/shortcuts.py",
+        ),
     ),
     "questions": (frozenset(QUESTIONS), ("experiments/whatif/",)),
 }
@@ -48,16 +53,6 @@ FAMILIES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
 WORDS: dict[tuple[str, str], tuple[int, str]] = {
     ("calibration/apps/loadtest.py", "approaches"): (1, "`make_app(ways=...)`: the app's parts, its web server one"),
     ("calibration/run.py", "questions"): (2, '`args.what == "plan"`: calibration.run\'s designed plan, no question'),
-}
-
-# Sites in other helpers' areas, to be driven to zero after the merge: (file, family) -> (sites, what replaces them).
-EXCEPTIONS: dict[tuple[str, str], tuple[int, str]] = {
-    # shortcuts checked by their string names (issue 44: shortcuts referred to by constants)
-    ("sim/engine.py", "shortcuts"): (1, "`calendar`, `delay_lines` in shortcuts"),
-    ("models/inputs/approaches/base.py", "shortcuts"): (1, "`fifo` in sim.shortcuts"),
-    ("models/inputs/autoscaler.py", "shortcuts"): (1, "`idle_decisions` in shortcuts"),
-    ("models/inputs/clients.py", "shortcuts"): (1, "`round_trips` in shortcuts"),
-    ("models/inputs/parts.py", "shortcuts"): (1, "`parts` in shortcuts"),
 }
 
 
@@ -99,10 +94,10 @@ def test_no_module_names_a_familys_members_outside_it():
     counts: dict[tuple[str, str], list[str]] = {}
     for where, family, names in sites(ROOT, FAMILIES):
         counts.setdefault((where.partition(":")[0], family), []).append(f"{where} {names}")
-    allowed = {**WORDS, **EXCEPTIONS}
+    allowed = WORDS
     unexpected = {k: v for k, v in counts.items() if len(v) != allowed.get(k, (0, ""))[0]}
     gone = {k for k in allowed if k not in counts}
-    assert not unexpected and not gone, f"new or changed sites: {unexpected}; exceptions left without a site: {gone}"
+    assert not unexpected and not gone, f"new or changed sites: {unexpected}; words left without a site: {gone}"
 
 
 def test_the_walker_finds_a_planted_conditional_and_list(tmp_path):

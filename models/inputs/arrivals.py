@@ -43,7 +43,8 @@ class OpenLoop(Load):
         self._new = self.log.new
         self._single = len(self.targets) == 1
         # one target reached at once (no overhead.submit): what _arrive offers each call to
-        self._direct = self.targets[0].submit if self._single and self._submit is None and not self._timeout else None
+        direct = self._single and self._submit is None and self.timeouts is None
+        self._direct = self.targets[0].submit if direct else None
         self._arrive_cb = self._arrive
         self._call_at = self.sim.call_at
         self._heap, self._ids, self._heap_below = self.sim.heap, self.sim.ids, self.sim.direct  # call_at inlined
@@ -64,8 +65,8 @@ class OpenLoop(Load):
 
     def _issue(self, call: int, target: int) -> None:
         """Send ``call`` to target ``target`` (through the submit leg, if any)."""
-        if self._timeout:
-            self._arm(call)
+        if self.timeouts is not None:
+            self.timeouts.arm(call)
         if self._submit is not None:
             self._submit(call)
         else:

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from models.inputs.shortcut_names import IDLE_DECISIONS
 from sim.dists import Dist, LogNormal
 from sim.engine import Handle, Sim
 from sim.limiter import TokenBucket
@@ -194,7 +195,7 @@ class ContainerPool:
             self._cold_start = params.cold_start.sampler(streams.get(f"cold_start/{name}"))
         # The autoscaler's loop runs on its own clock: the first decision falls at a random point of an interval.
         self._phase = float(streams.get(f"autoscaler/{name}").uniform(0.0, params.interval_s))
-        self._steady = steady if "idle_decisions" in sim.shortcuts and demand else None
+        self._steady = steady if IDLE_DECISIONS in sim.shortcuts and demand else None
         self._demand = demand
         # while asleep, the owner's loads for which no decision could act: outside, it pokes (inf: it never does)
         self.quiet_lo, self.quiet_hi = -math.inf, math.inf

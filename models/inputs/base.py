@@ -1,9 +1,9 @@
 """What the input plane's parts read of a load test's scenario: the ``Scenario`` protocol.
 
-The callers (models/inputs/clients.py, arrivals.py), the FIFO queue (fifo.py), the approaches (approaches/) and the
-run's parts (parts.py) take a scenario of this shape and import this module, never the schema: the schema
-(models/inputs/loadtest.py's ``Scenario``, the one scenario class that satisfies the protocol) is built from the
-approaches, their names and their sections, so it sits above them all. An approach also reads its own sections
+The callers (models/inputs/clients.py, closedloop.py, arrivals.py), the FIFO queue (fifo.py), the approaches
+(approaches/) and the run's parts (parts.py) take a scenario of this shape and import this module, never the schema:
+the schema (models/inputs/loadtest.py's ``Scenario``, the one scenario class that satisfies the protocol) is built
+from the approaches, their names and their sections, so it sits above them all. An approach also reads its own sections
 (``Approach.sections``), which the schema gains from ``APPROACHES``.
 """
 

@@ -117,8 +117,7 @@ GROWS = {
     "Load._send": RETRIES,  # a retry's new try (and a pooled call's)
     "ClosedLoop._resend": RETRIES,  # the proxy's callers' retry
     "Load._reach": ("tries reaching the Function", ""),
-    "Load._expire": ("timed-out tries", "lengthen clients.timeout_s, or give up sooner (clients.max_attempts)"),
-    "Load._send_timed": RETRIES,  # after overhead.submit: a call's first try or a retry
+    "Timeouts._expire": ("timed-out tries", "lengthen clients.timeout_s, or give up sooner (clients.max_attempts)"),
     "ContainerPool._tick": ("scaling decisions", "lengthen autoscaler.interval_s"),
     "ContainerPool._decide_from_zero": ("scaling decisions", "lengthen autoscaler.interval_s"),
     "Monitor._sample": ("monitor samples", ""),

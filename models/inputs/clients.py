@@ -1,48 +1,18 @@
-"""The callers of a load test (docs/sources.md §1, the reference load test): what every kind shares (``Load``) and the
-closed loop (``clients``), one of the family the scenario's ``load`` key names (``LOADS``: models/inputs/approaches/
-base.py; open-loop arrivals and trace replay: models/inputs/arrivals.py).
-
-Closed loop (``clients``): ``count`` clients each keep ``in_flight`` calls outstanding; a call that returns before the
-test's duration is followed at once by the next. An approach may bring its own callers (batching's rounds of chunks:
-models/inputs/approaches/batching.py).
+"""The callers of a load test (docs/sources.md §1, the reference load test): the ``clients`` section, and what every
+kind of caller the scenario's ``load`` key names shares (``Load``; the kinds, ``LOADS``: models/inputs/approaches/
+base.py; closed-loop clients: models/inputs/closedloop.py; open-loop arrivals and trace replay: models/inputs/
+arrivals.py). An approach may bring its own callers (batching's rounds of chunks: models/inputs/approaches/
+batching.py).
 
 A call leaves its client as one request of its own (``api = "single"``: ``.remote``/``.spawn``) or as an input of the
 client's map call (``api = "map"``: ``.map``/``.spawn_map``, with the modal client's batching and retries:
 models/inputs/mapcall.py). On the Function path a client's single calls share its one HTTP/2 connection, which carries
-at most ``streams`` at once (0: no cap); the rest wait at the client, in order.
+at most ``streams`` at once (0: no cap); the rest wait at the client, in order. For the server approach the client
+owns an HTTP connection pool of ``connection_limit`` connections instead (``Connections``).
 
-A rejected single call is handled by the client's retry policy (modal 1.6.4 client source, docs/sources.md §1):
-- ``none``: a single ``.remote``/``.spawn`` raises; the load test's task for that call ends (as an unhandled
-  exception ends an asyncio task), so the client keeps one call fewer in flight;
-- ``backoff``: the call is retried after min(backoff_max_s, backoff_base_s · 2^attempt), jittered by
-  uniform(0.5, 1), forever (the harness's own policy; ``.map``'s is models/inputs/mapcall.py's);
-- ``exponential``: the same delays without the jitter (every caller rejected together retries together);
-- ``fixed``: after ``retry_delay_s``; ``random``: after an exponential time of mean ``retry_delay_s`` (the
-  classical retrial queue's orbit, Falin and Templeton 1997); ``immediate``: at once (at the clock's next tick).
-With ``max_attempts`` > 0 a call rejected on its last try fails (kind as rejected) instead of retrying again. These
-are the policies users write around a call (assumptions); a retry storm they cause is stopped by the run budget.
-
-Before any of them, the modal client itself (``on_rate_limit``): modal 1.6.4's ``_retry_transient_errors``
-(modal/_utils/grpc_utils.py) follows a retry instruction the server attaches to an error (``RPCRetryPolicy``: it
-sleeps max(retry_after_secs, 0.1 s) and tries again, on any status and without limit unless ``max_throttle_wait``
-is set), while a bare ``RESOURCE_EXHAUSTED`` raises ``ResourceExhaustedError`` to the caller. Which of the two
-Modal's input plane sends when a call passes its accept limits (``rate_limited``, ``queue_full``) is not published
-(docs/sources.md §1, "Client behaviour"), so it is a structural alternative: ``raise`` (the default: the refusals
-the docs quote reached their callers) or ``retry_after`` (the client waits ``retry_after_s`` and tries again, within
-``max_throttle_wait_s`` of the call's first try; past it the rejection goes to the retry policy as above). The
-ranges carry both (experiments/uncertainty.py). Single calls on the Function path only: a map call has its own
-retries (models/inputs/mapcall.py), and the server's 503/429 come from its proxy, not from the input plane.
-
-With ``timeout_s`` > 0 a caller stops waiting for an attempt that is not back that long after it was sent (as
-``asyncio.wait_for`` around ``.remote.aio()`` or ``FunctionCall.get(timeout=...)`` does): the attempt counts as
-rejected with kind ``timeout`` and the retry policy handles it as any rejection (``none``: the call fails). The
-input itself is *abandoned*, not cancelled: modal 1.6.4's client sends ``FunctionCallCancel`` only from
-``FunctionCall.cancel()``, never when a caller stops waiting, so the Function still runs it to its end (counted in
-``abandoned``; its work reaches nobody). The caller's call moves to a new row of the log for its next try, while the
-abandoned row stays the Function's until it is done with it (``CallLog.orphans``): a retry after a timeout adds an
-input without taking one away, the mechanism by which retries keep an overloaded Function overloaded (Bronson et al.,
-HotOS'21). Timeouts are modelled for single calls on the Function path without a stream cap.
-For the server approach the client owns an HTTP connection pool of ``connection_limit`` connections instead.
+What a caller does with a rejected attempt (its retry policy, ``on_rate_limit``) and with one that is late
+(``timeout_s``) is models/inputs/retries.py's: a ``Load`` holds a ``Retries`` and, where timeouts are on, a
+``Timeouts``.
 
 On the Function path a call reaches the Function's accept ``overhead.submit`` after it is issued (models/inputs/
 overhead.py; a leg of 0: at once, no event); the client learns of a rejection when the call arrives.
@@ -50,22 +20,19 @@ overhead.py; a leg of 0: at once, no event); the client learns of a rejection wh
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from models.inputs.mapcall import MapCalls
-from models.inputs.overhead import OverheadParams, is_zero, leg
+from models.inputs.overhead import OverheadParams, leg
 from models.inputs.records import CallLog
-from sim.dists import Dist, Exponential, Uniform
+from models.inputs.retries import Retries, Timeouts
+from sim.dists import Dist
 from sim.engine import Sim
 from sim.rng import PerClient, Streams
 from sim.scenario import param
-
-THROTTLED = frozenset(("rate_limited", "queue_full"))  # the input plane's refusals (ResourceExhaustedError)
-THROTTLE_FLOOR_S = 0.1  # modal 1.6.4: max(retry_after_secs, 0.1)
 
 
 @dataclass(frozen=True)
@@ -162,8 +129,35 @@ class Target(Protocol):
     def submit(self, call: int, style: int = 0) -> str | None: ...
 
 
+class Connections:
+    """Each client's connections (the server's HTTP pool, ``connection_limit``) or its HTTP/2 connection's streams
+    (``streams``), where they can bind: at most ``limit`` of a client's calls out at once, the rest waiting in order;
+    ``send`` is told of a waiting call when a connection frees up for it."""
+
+    def __init__(self, clients: int, limit: int, send: Callable[[int], None]) -> None:
+        self.limit = limit
+        self._used = [0] * clients  # connections (streams) in use, by client
+        self._waiting: list[deque[int]] = [deque() for _ in range(clients)]  # calls waiting for one, by client
+        self._send = send
+
+    def take(self, client: int, call: int) -> bool:
+        """Whether ``call`` of ``client`` takes a connection now; else it waits for one."""
+        if self._used[client] >= self.limit:
+            self._waiting[client].append(call)
+            return False
+        self._used[client] += 1
+        return True
+
+    def release(self, client: int) -> None:
+        """A call of ``client`` gave its connection back: the first call waiting, if any, is sent."""
+        self._used[client] -= 1
+        if self._waiting[client]:
+            self._send(self._waiting[client].popleft())
+
+
 class Load:
-    """The callers of one run: issue calls, handle rejections, count what is outstanding."""
+    """The callers of one run: issue calls, handle rejections, count what is outstanding. The features that may be
+    on are objects it holds (None where off): its ``retries``, ``timeouts``, ``connections`` and map calls."""
 
     def __init__(
         self,
@@ -187,37 +181,15 @@ class Load:
         self._w0 = sc.warmup_s  # the window's start (``_windowed``)
         self.streams = streams
         self.work_of = PerClient(streams, "work", sc.work)  # client i's work draws
-        self._jitter = PerClient(streams, "backoff", Uniform(0.5, 1.0))  # client i's retry jitter (drawn in batches)
         self.clients = range(sc.clients.count) if clients is None else clients  # the clients this load drives
         self._copies, self._first = 1, 0  # client i calls targets[i mod copies − first] (``route``)
         self.outstanding = 0  # inputs issued and not yet back: the run ends when none are, after the duration
         self.drained_at: float | None = None  # when the load stopped the clock: nothing in flight, nothing to come
-        self._backoff = cp.retry != "none"  # retried at all (the delay: ``_rejected``)
-        self._jittered = cp.retry == "backoff"
-        self._max_attempts = cp.max_attempts or None
-        # the backoff after try k + 1, min(backoff_max_s, backoff_base_s · 2^min(k, 1000)), until it is the same for
-        # every try after (the exponent capped: 2 ** 1,100 would not fit a float); the last holds for the rest
-        self._delays = [min(cp.backoff_max_s, cp.backoff_base_s * 2.0 ** min(k, 1000)) for k in range(1001)]
-        while len(self._delays) > 1 and self._delays[-2] == cp.backoff_max_s:
-            self._delays.pop()
-        if cp.retry in ("fixed", "immediate"):
-            # immediate: the clock's resolution at the run's end, so a retry is a later event, never the same instant
-            tick = max(1e-9, math.ulp(sc.duration_s + sc.drain_s) * 4)
-            self._delays = [cp.retry_delay_s if cp.retry == "fixed" else tick]
-        self._random = PerClient(streams, "retry", Exponential(cp.retry_delay_s)) if cp.retry == "random" else None
-        # on_rate_limit = retry_after: the modal client follows the server's retry instruction (module docstring)
-        self._throttled = cp.on_rate_limit == "retry_after" and not http and cp.api == "single"
-        self._throttle_delay = max(cp.retry_after_s, THROTTLE_FLOOR_S)
-        self._throttle_max = cp.max_throttle_wait_s or math.inf
+        # on_rate_limit = retry_after is the modal client's on single calls to the Function (retries.py)
+        throttled = cp.on_rate_limit == "retry_after" and not http and cp.api == "single"
+        self.retries = Retries(cp, streams, sc.duration_s + sc.drain_s, throttled)
         self._call_at = sim.call_at
-        # clients.timeout_s: each attempt's deadline by row, the attempts abandoned (the wrappers are in place before
-        # anything takes ``_send``, ``done`` or ``work_ended``)
-        self._timeout = cp.timeout_s
-        self._deadline: dict[int, float] = {}
-        self.abandoned = 0
-        if self._timeout:
-            self._send, self.done, self._rejected = self._send_timed, self._done_timed, self._rejected_timed
-        self._send_cb = self._send  # one bound method for every retry's entry, not one each
+        self.timeouts = Timeouts(sim, log, cp.timeout_s, self._rejected) if cp.timeout_s else None
         self.rejections: dict[str, int] = {}  # every rejected attempt, retried or not, by kind
         self.lost: dict[str, float] = {}  # input-seconds lost to rejections, by kind (models/inputs/monitor.py)
         # hot-path aliases (the log's columns are the same objects all run)
@@ -226,17 +198,18 @@ class Load:
         self._map = (
             MapCalls(sim, sc.overhead, streams, style, self._offer, self._map_rejected) if cp.api == "map" else None
         )
-        # the client's HTTP connection pool (server) or HTTP/2 connection's streams (Function path) can bind
-        self._limit = cp.connection_limit if http else cp.streams if self.connected else 0
-        self._pooled = self._map is None and self._pool_binds(self._limit, cp.in_flight)
-        pool = cp.count if self._pooled else 0  # connections/streams in use, and calls waiting for one, by client
-        self._conns = [0] * pool
-        self._conn_wait: list[deque[int]] = [deque() for _ in range(pool)]
-        # client → accept on the Function path (overhead.submit); None: the call arrives at once
+        # the client's HTTP connection pool (server) or HTTP/2 connection's streams (Function path), where they bind
+        limit = cp.connection_limit if http else cp.streams if self.connected else 0
+        binds = self._map is None and self._pool_binds(limit, cp.in_flight)
+        self.connections = Connections(cp.count, limit, self._send) if binds else None
+        # the entries a subclass may take over with its own way of sending (models/inputs/closedloop.py): every
+        # retry's (one bound method, not one each); client → accept on the Function path (overhead.submit; None:
+        # the call arrives at once); and what a call whose work ended is told (the result's way back, overhead.result
+        # on the Function path, then done)
+        self._send_cb = self._send
         self._submit = (
             None if http or self._map is not None else leg(sim, sc.overhead, "submit", streams, self._reach, log.client)
         )
-        # what a call whose work ended is told: the result's way back (overhead.result on the Function path), then done
         self.work_ended: Callable[[int], None] = (
             self.done if http else leg(sim, sc.overhead, "result", streams, self.done, log.client) or self.done
         )
@@ -245,6 +218,11 @@ class Load:
     def _pool_binds(limit: int, in_flight: int) -> bool:
         """Whether a client's connections (or streams) can ever hold a call back (``limit`` 0: no limit)."""
         return limit > 0
+
+    @property
+    def abandoned(self) -> int:
+        """Inputs whose caller stopped waiting (``clients.timeout_s``)."""
+        return self.timeouts.abandoned if self.timeouts is not None else 0
 
     def route(self, copies: int, first: int = 0) -> None:
         """Client i calls app copy i mod ``copies``, which is ``targets[i mod copies − first]`` (a part holds the
@@ -273,30 +251,30 @@ class Load:
         return call
 
     def _send(self, call: int) -> None:
+        if self.timeouts is not None:
+            self.timeouts.arm(call)
         client = self._client[call]
         if self._map is not None:
             self._map.put(client, call)
             return
-        if self._pooled:
-            if self._conns[client] >= self._limit:
-                self._conn_wait[client].append(call)
-                return
-            self._conns[client] += 1
+        connections = self.connections
+        if connections is not None and not connections.take(client, call):
+            return
         if self._submit is not None:
             self._submit(call)
             return
         kind = self.targets[client % self._copies - self._first].submit(call, self.style)
         if kind is not None:
-            if self._pooled:
-                self._release(client)
+            if connections is not None:
+                connections.release(client)
             self._rejected(call, kind)
 
     def _reach(self, call: int) -> None:
         """The call reaches its target after ``overhead.submit`` (the Function path: no connection pool)."""
         kind = self.targets[self.log.client[call] % self._copies - self._first].submit(call, self.style)
         if kind is not None:
-            if self._pooled:
-                self._release(self.log.client[call])
+            if self.connections is not None:
+                self.connections.release(self.log.client[call])
             self._rejected(call, kind)
 
     def _offer(self, call: int) -> str | None:
@@ -309,84 +287,30 @@ class Load:
         self.log.attempts[call] = self.log.attempts.get(call, 1) + 1
         self.lost[kind] = self.lost.get(kind, 0.0) + self._windowed(delay)
 
-    def _release(self, client: int) -> None:
-        self._conns[client] -= 1
-        if self._conn_wait[client]:
-            self._send(self._conn_wait[client].popleft())
-
     def _rejected(self, call: int, kind: str) -> None:
+        """An attempt of ``call`` was rejected (or timed out): tried again after the retries' wait, or failed."""
         self.rejections[kind] = self.rejections.get(kind, 0) + 1
-        attempt = self.log.attempts.get(call, 1)
-        if self._throttled and kind in THROTTLED:
-            delay, now = self._throttle_delay, self.env._now
-            if now + delay - self.log.issued[call] < self._throttle_max:  # modal: final once the wait would reach it
-                self.log.attempts[call] = attempt + 1
-                self.lost[kind] = self.lost.get(kind, 0.0) + self._windowed(delay)
-                self._call_at(now + delay, self._send_cb, call)
-                return
-        if self._backoff and (self._max_attempts is None or attempt < self._max_attempts):
-            self.log.attempts[call] = attempt + 1
-            if self._random is not None:
-                delay = self._random[self._client[call]]()
-            else:
-                delays = self._delays
-                delay = delays[attempt - 1] if attempt <= len(delays) else delays[-1]
-                if self._jittered:
-                    delay *= self._jitter[self._client[call]]()
-            self.lost[kind] = self.lost.get(kind, 0.0) + self._windowed(delay)
-            self._call_at(self.env._now + delay, self._send_cb, call)  # call_in, without its check: delay > 0
-        else:
+        if self.timeouts is not None and not self.timeouts.heard(call):
+            return  # an abandoned input rejected as it arrives: nobody hears of it
+        log = self.log
+        attempt = log.attempts.get(call, 1)
+        now = self.env._now
+        delay = self.retries.after(self._client[call], kind, attempt, log.issued[call], now)
+        if delay is None:
             self.lost[kind] = self.lost.get(kind, 0.0) + self._windowed(self.loss_of_failure(call))
             self._failed(call, kind)
-
-    # --- timeouts (clients.timeout_s) --------------------------------------------------------------------------
-    def _arm(self, call: int) -> None:
-        """An attempt of ``call`` leaves now: it times out at now + timeout_s unless it is back or rejected first."""
-        at = self._deadline[call] = self.env._now + self._timeout
-        self._call_at(at, self._expire, call)
-
-    def _send_timed(self, call: int) -> None:
-        self._arm(call)
-        Load._send(self, call)
-
-    def _expire(self, call: int) -> None:
-        """A deadline passed: if it is still the attempt's (not back, not rejected, the row not since reused by
-        another attempt with another deadline), the caller stops waiting. The input stays the Function's (an
-        orphan of the log, kind ``abandoned``); the call goes on in a new row as a rejection of kind ``timeout``."""
-        if self._deadline.get(call) != self.env._now:
             return
-        del self._deadline[call]
-        log = self.log
-        log.kind[call] = "abandoned"  # (a kind: nothing that is back with one follows it with a next call)
-        log.orphans.add(call)
-        self.abandoned += 1
-        again = log.new(log.client[call], log.issued[call], log.work[call])
-        if log.initial[call]:
-            log.initial[again] = 1
-        if call in log.attempts:
-            log.attempts[again] = log.attempts[call]
-        self._rejected(again, "timeout")
-
-    def _rejected_timed(self, call: int, kind: str) -> None:
-        if call in self.log.orphans:  # an abandoned input rejected as it arrives: nobody hears of it
-            self.rejections[kind] = self.rejections.get(kind, 0) + 1
-            self.log.discard(call, self.env._now)
-            return
-        self._deadline.pop(call, None)
-        Load._rejected(self, call, kind)
-
-    def _done_timed(self, call: int) -> None:
-        if call in self.log.orphans:  # the Function is done with an abandoned input
-            self.log.discard(call, self.env._now)
-            return
-        self._deadline.pop(call, None)
-        Load.done(self, call)
+        log.attempts[call] = attempt + 1
+        self.lost[kind] = self.lost.get(kind, 0.0) + self._windowed(delay)
+        self._call_at(now + delay, self._send_cb, call)  # call_in, without its check: delay > 0
 
     # --- coming back -----------------------------------------------------------------------------------------
     def done(self, call: int) -> None:
         """A started call finished (the Function's or proxy's callback)."""
-        if self._pooled:
-            self._release(self._client[call])
+        if self.timeouts is not None and not self.timeouts.heard(call):
+            return  # the Function is done with an abandoned input
+        if self.connections is not None:
+            self.connections.release(self._client[call])
         elif self._map is not None:
             self._map.release(self._client[call])
         if call in self._kinds:  # ran, but an item failed (batching)
@@ -446,143 +370,3 @@ class Load:
 
     # What a closed-loop caller does when a call is back (a subclass's method); open loops do nothing.
     returned: Callable[[int], None] | None = None
-
-
-class ClosedLoop(Load):
-    """Each client keeps ``in_flight`` calls outstanding until the duration ends (or, without ``reissue``, makes its
-    ``in_flight`` calls once).
-
-    Round trips: on the Function path with non-zero ``overhead.result`` and ``overhead.submit`` legs, a call whose
-    work ends at t is back at t + r (r drawn then from its client's result stream), and when the next call follows
-    (t + r before the duration, nothing failed) that call's work and submit leg s are drawn then too, from the
-    client's own streams: each client draws in the order its calls' work ends, whatever the order of the events
-    after. The back is at t + r; the next call, made then, reaches the Function at (t + r) + s. Nothing sees either
-    call in between (they are in transit), so with the ``round_trips`` shortcut that is one event, at the arrival,
-    instead of two: the back and the next call's issue are recorded then, at their own times. ``settle`` records
-    the trips the run's end cut short."""
-
-    connected = True
-
-    def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
-        super().__init__(sim, sc, *args)
-        self.reissue = sc.clients.reissue
-        op = sc.overhead
-        self._next: dict[int, tuple[float, float]] | None = None  # call → (next call's work, its submit leg)
-        # (a call that holds a stream takes its way out through the pool: each leg its own event, drawn as it leaves)
-        if (
-            self.reissue
-            and self._submit is not None
-            and not self._pooled
-            and not (is_zero(op.result) or is_zero(op.submit))
-        ):
-            self._next = {}
-            self._back_of = PerClient(self.streams, "overhead/result", op.result)  # the streams of ``leg``
-            out = self._out_of = PerClient(self.streams, "overhead/submit", op.submit)
-            client_of, call_in, reach = self.log.client, sim.call_in, self._reach
-            # the calls made at the start and the retries: each drawn when it leaves (Load's leg, same stream)
-            self._submit = lambda call: call_in(out[client_of[call]](), reach, call)
-            self._fused = "round_trips" in sim.shortcuts
-            self.work_ended = self._work_ended
-        elif self._http and self._map is None and not self._pooled and self.reissue:
-            # the proxy's callers, with no connection pool that binds: done, returned and _send in one callback
-            self.work_ended = self._served
-            self._send_cb = self._resend
-
-    def _served(self, call: int) -> None:
-        """``done`` for a request to the proxy (``returned`` and ``_send`` inlined: every request but the first of
-        each slot follows one here): the same steps, in the same order."""
-        if call in self._kinds:
-            self.done(call)
-            return
-        now = self.env._now
-        self._finished[call] = now
-        if now < self.duration:  # the next request, at once (its outstanding count replaces this one's)
-            client = self._client[call]
-            nxt = self.log.new(client, now, self.work_of[client]())
-            kind = self.targets[client % self._copies - self._first].submit(nxt, self.style)
-            if kind is not None:
-                self._rejected(nxt, kind)
-            self._close(call)
-            return
-        self.outstanding -= 1
-        self._close(call)
-        if self.outstanding == 0:
-            self._maybe_drained()
-
-    def _resend(self, call: int) -> None:
-        """``_send`` for a retried request to the proxy (no pool, no map)."""
-        kind = self.targets[self._client[call] % self._copies - self._first].submit(call, self.style)
-        if kind is not None:
-            self._rejected(call, kind)
-
-    def _work_ended(self, call: int) -> None:
-        """The work of ``call`` ended: its way back drawn, and the next call's work and way out if one follows. A
-        call whose caller stops waiting first (``clients.timeout_s``: its deadline at or before the back) is no
-        round trip: it goes back as an abandoned input (``done``), and the caller's retry is the timeout's."""
-        client = self.log.client[call]
-        back = self.env._now + self._back_of[client]()
-        deadline = self._deadline.get(call, math.inf) if self._timeout else math.inf
-        if back < self.duration and call not in self._kinds and back < deadline:
-            self._next[call] = nxt = (self.work_of[client](), self._out_of[client]())
-            if self._fused:
-                self._finished[call] = back
-                if self._timeout:  # back in time: the caller has it at ``back``, before its deadline
-                    self._deadline.pop(call, None)
-                self.sim.call_at(back + nxt[1], self._turn, call)
-                return
-        self.sim.call_at(back, self.done, call)
-
-    def _turn(self, call: int) -> None:
-        """``call`` came back at its ``finished`` time and the next call, made then, reaches the Function now."""
-        self._reach(self._reissue(call))
-
-    def _reissue(self, call: int) -> int:
-        log = self.log
-        nxt = log.new(log.client[call], log.finished[call], self._next.pop(call)[0])
-        self._close(call)
-        return nxt
-
-    def settle(self) -> None:
-        """Trips under way at the end: the call came back and the next was made (it is in flight)."""
-        if self._next:
-            for call in list(self._next):
-                self._reissue(call)
-
-    def start(self) -> None:
-        for client in self.clients:
-            work = self.work_of[client]
-            for _ in range(self.cp.in_flight):
-                self.new_call(client, work())
-        if not self.outstanding:  # no clients here (more app copies than clients), or every call failed at once
-            self._stop()
-
-    def _maybe_drained(self) -> None:
-        """Nothing in flight: a closed loop issues a call only when one comes back, so nothing will be, whatever the
-        time (the run itself goes on to its end: models/inputs/parts.py ``run_end``)."""
-        self._stop()
-
-    @staticmethod
-    def _pool_binds(limit: int, in_flight: int) -> bool:
-        """A client of a closed loop has at most ``in_flight`` calls out, and a call waiting to retry holds no
-        connection or stream: a pool of at least that many never holds one back (its bookkeeping is skipped)."""
-        return 0 < limit < in_flight
-
-    def loss_of_failure(self, call: int) -> float:
-        """Without reissue a failed call loses its own work; else the rest of its slot (Load)."""
-        return super().loss_of_failure(call) if self.reissue else self.log.work[call]
-
-    def returned(self, call: int) -> None:
-        now = self.env._now
-        if self._next is not None:  # round trips: the next call was drawn when this one's work ended
-            if call in self._next:
-                work, out = self._next.pop(call)
-                self.outstanding += 1
-                nxt = self.log.new(self.log.client[call], now, work)
-                if self._timeout:
-                    self._arm(nxt)
-                self.sim.call_in(out, self._reach, nxt)
-        elif self.reissue and now < self.duration and call not in self._kinds:
-            # new_call, inlined: every call but the first of each slot is made here
-            client = self._client[call]
-            self.outstanding += 1
-            self._send(self.log.new(client, now, self.work_of[client]()))

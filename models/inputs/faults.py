@@ -14,7 +14,7 @@ before), and each is an assumption to be set by the user (docs/sources.md §1 gi
   [slow_at_s, slow_at_s + slow_s) take ``slow_factor`` times their work (an input's work is set when it starts).
 
 A traffic spike is a demand shape (``arrivals.shape = spike(...)``, models/inputs/demand.py); callers' timeouts and
-retry policies are the callers' (models/inputs/clients.py). Faults are modelled for the Function path (approach
+retry policies are the callers' (models/inputs/retries.py). Faults are modelled for the Function path (approach
 remote or spawn); a fault key set on another approach is an error naming it.
 """
 

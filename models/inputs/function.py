@@ -266,21 +266,8 @@ class Function:
             if c is None or c.running >= self._target or c.retired:
                 c = self._container() if spare or self._max > self._target else None  # None: no container has room
             if c is not None and (self.start_bucket is None or self.start_bucket.try_take(now)):
-                # started (inlined _start: this is the per-call hot path)
-                self.n_running[style] += 1
                 c.running += 1
-                self._started_at[call] = now
-                self.started += 1
-                if self.on is not None:
-                    self.on[call] = (c, style)
-                end = now + self._work[call]
-                if self._dispatch is not None:
-                    end += self._dispatch()
-                heap = self._heap
-                if len(heap) < self._heap_below:  # call_at, inlined
-                    heappush(heap, (end, NORMAL, next(self._ids), self._finish_cb, (call, style, c)))
-                else:
-                    self._call_at(end, self._finish_cb, (call, style, c))
+                self._start(call, style, c, now)
                 return
         pending.append((call, style))
         self.n_pending[style] += 1
@@ -329,13 +316,15 @@ class Function:
                 return
             call, style = pending.popleft()
             self.n_pending[style] -= 1
+            c.running += 1
             self._start(call, style, c, now)
         if self._ramping is not None:
             self._ramping.backlog(now, False)  # the queue is empty: the backlog has cleared
 
     def _start(self, call: int, style: int, c: Container, now: float) -> None:
+        """Start ``call`` on container ``c``, whose slot it holds (counted in ``c.running``): every start, this is
+        the per-call hot path."""
         self.n_running[style] += 1
-        c.running += 1
         self._started_at[call] = now
         self.started += 1
         if self.on is not None:
@@ -343,7 +332,11 @@ class Function:
         end = now + self._work[call]
         if self._dispatch is not None:
             end += self._dispatch()
-        self._call_at(end, self._finish_cb, (call, style, c))
+        heap = self._heap
+        if len(heap) < self._heap_below:  # call_at, inlined
+            heappush(heap, (end, NORMAL, next(self._ids), self._finish_cb, (call, style, c)))
+        else:
+            self._call_at(end, self._finish_cb, (call, style, c))
 
     def _wake(self, _arg: None) -> None:
         self._wake_pending = False
@@ -366,19 +359,7 @@ class Function:
             # with inputs pending, every other container is full (or at target, and this one is no emptier).
             nxt, nstyle = pending.popleft()
             self.n_pending[nstyle] -= 1
-            self.n_running[nstyle] += 1
-            self._started_at[nxt] = now
-            self.started += 1
-            if self.on is not None:
-                self.on[nxt] = (c, nstyle)
-            end = now + self._work[nxt]
-            if self._dispatch is not None:
-                end += self._dispatch()
-            heap = self._heap
-            if len(heap) < self._heap_below:  # call_at, inlined
-                heappush(heap, (end, NORMAL, next(self._ids), self._finish_cb, (nxt, nstyle, c)))
-            else:
-                self._call_at(end, self._finish_cb, (nxt, nstyle, c))
+            self._start(nxt, nstyle, c, now)  # in the freed slot (c.running unchanged)
             if not pending and self._ramping is not None:
                 self._ramping.backlog(now, False)
         else:

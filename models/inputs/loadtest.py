@@ -29,6 +29,7 @@ from models.inputs.faults import FaultParams
 from models.inputs.function import FunctionParams, LimitParams
 from models.inputs.monitor import LIMIT_METRICS, diagnosis
 from models.inputs.overhead import OverheadParams
+from models.inputs.shortcut_names import PARTS
 from models.inputs.shortcuts import SHAPES
 from models.inputs.summary import CALL_METRICS
 from models.inputs.workspace import WorkspaceParams
@@ -142,7 +143,7 @@ def run(
     wall0 = time.perf_counter()
     used = SHORTCUTS.used(sc)
     if APPROACHES[sc.approach].parts(sc) == 1:
-        used -= {"parts"}  # the run is one part: nothing to split
+        used -= {PARTS}  # the run is one part: nothing to split
     out, end = parts.simulate(sc, seed, records, series is not None, used, jobs, guard)
     metrics = outcome_metrics(sc, out, end)
     invariants.check(sc, out, metrics)

@@ -1,4 +1,4 @@
-"""A load test in independent parts, one at a time or on several processes.
+"""A load test's run in independent parts: each part built and run, the run's end, the parts' outcomes added up.
 
 App copies under closed-loop clients fall into independent parts (``Approach.parts``): client i calls copy
 i mod copies and nothing else is shared, so each copy with its clients is a run of its own (copies with fewer than
@@ -6,40 +6,37 @@ i mod copies and nothing else is shared, so each copy with its clients is a run 
 that run: its callers, the Functions they call and a monitor, on a clock of its own, with random streams of its own
 named after the model's entities (client i, copy j: never after the part), so a run in parts gives the numbers of
 the run on one clock, up to the order in which their sums are added (the ``parts`` shortcut, models/inputs/
-shortcuts.py; ``shortcuts = "all,-parts"`` runs the copies together on one clock). Parts
-are simulated one after the other (the memory and cache of one part at a time: cost linear in calls), or spread
-over ``jobs`` worker processes, and their ``Outcome``s are added up in part order, so the numbers are the same
+shortcuts.py; ``shortcuts = "all,-parts"`` runs the copies together on one clock). Parts are simulated one after
+the other (the memory and cache of one part at a time: cost linear in calls), or spread over ``jobs`` worker
+processes (models/inputs/fanout.py), and their ``Outcome``s are added up in part order, so the numbers are the same
 whatever ``jobs`` is.
 
 The run ends when its last call in flight is back after the duration (``run_end``), which no part knows alone: each
 part runs until its own calls are all back (a closed loop then issues no more), the parts' ends give the run's, and
-every part runs on to it (its containers and monitor go on while other parts' calls are out). Hence two phases, and
-a worker process keeps its parts between them.
+every part runs on to it (its containers and monitor go on while other parts' calls are out). Hence two phases
+(``_phases``), and a worker process keeps its parts between them.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
 
 import numpy as np
 
 from models.inputs import faults
 from models.inputs.approaches import APPROACHES
 from models.inputs.base import Scenario
+from models.inputs.fanout import on_processes
 from models.inputs.monitor import BACKLOG, Monitor
 from models.inputs.records import CallLog
+from models.inputs.shortcut_names import PARTS
 from models.inputs.summary import ERROR_KINDS, CallSummary, Window
 from models.inputs.workspace import Workspace
 from sim.engine import Sim
 from sim.guard import UNGUARDED, Guard
 from sim.metrics import RUN, Metric, Metrics
-from sim.processes import WorkerDied, detach_worker, how_ended, sigint_held
 from sim.rng import Streams
-from sim.scenario import ScenarioError
 
 MONITOR_DT = 0.5  # seconds between the monitor's samples (models/inputs/monitor.py) ...
 TAIL_STEPS = 10_000  # scaledown windows the idle tail may take (a pool with no load is down within a few)
@@ -294,7 +291,7 @@ def simulate(
 ) -> tuple[Outcome, float]:
     """The run's outcome, its parts added up, and its end (``shortcuts``: those the run may take; ``guard``: what
     watches its clocks, sim/guard.py)."""
-    n = APPROACHES[sc.approach].parts(sc) if "parts" in shortcuts else 1
+    n = APPROACHES[sc.approach].parts(sc) if PARTS in shortcuts else 1
     progress = guard.progress
     until = sc.duration_s + sc.drain_s
 
@@ -304,12 +301,16 @@ def simulate(
 
     if n > 1:  # the bar goes over the parts (built), not within one
         guard = guard.quiet()
+
+    def phases(block: range, tell: Callable[[int], None]) -> Generator[Ends | list[Outcome], tuple[float, bool], None]:
+        return _phases(sc, seed, block, n, records, series, shortcuts, guard, tell)
+
     if jobs > 1 and n > 1:
-        ends, finish = _on_processes(sc, seed, n, records, series, shortcuts, guard, jobs, built)
+        ends, finish = on_processes(phases, n, jobs, built)
     else:
-        phases = _phases(sc, seed, range(n), n, records, series, shortcuts, guard, built)
-        ends = next(phases)
-        finish = phases.send
+        steps = phases(range(n), built)
+        ends = next(steps)
+        finish = steps.send
     end = run_end(sc, ends)
     outcomes = finish((end, not any(out for out, _, _ in ends)))
     total = outcomes[0]
@@ -318,103 +319,3 @@ def simulate(
     if records:  # concatenated once, in part order (not part by part: that copies them again for every part)
         total.records = {c: np.concatenate([o.records[c] for o in outcomes]) for c in total.records}
     return total, end
-
-
-def _on_processes(
-    sc: Scenario,
-    seed: int,
-    n: int,
-    records: bool,
-    series: bool,
-    shortcuts: frozenset[str],
-    guard: Guard,
-    jobs: int,
-    built: Callable[[int], None],
-) -> tuple[Ends, Callable[[tuple[float, bool]], list[Outcome]]]:
-    """The parts spread over ``jobs`` worker processes (forked), a contiguous block each: their ends, and a function
-    that sends the run's end and returns every part's outcome, in part order."""
-    jobs = min(jobs, n)
-    blocks = [range(n * j // jobs, n * (j + 1) // jobs) for j in range(jobs)]
-    ctx = multiprocessing.get_context("fork")
-    workers: list[tuple[multiprocessing.Process, Connection]] = []
-    try:
-        for block in blocks:
-            here, there = ctx.Pipe()
-            args = (there, os.getpid(), sc, seed, block, n, records, series, shortcuts, guard)
-            proc = ctx.Process(target=_worker, args=args, daemon=True)
-            with sigint_held():  # until the worker ignores it (sim/processes.py)
-                proc.start()
-            there.close()
-            workers.append((proc, here))
-        ends: dict[int, Ends] = {}
-        while len(ends) < len(workers):
-            for conn in wait([c for j, (_, c) in enumerate(workers) if j not in ends]):
-                j = next(j for j, (_, c) in enumerate(workers) if c is conn)
-                msg = _receive(*workers[j])
-                if msg[0] == "built":
-                    built(msg[1])
-                else:
-                    ends[j] = msg[1]
-    except BaseException:
-        _stop(workers)
-        raise
-
-    def finish(end: tuple[float, bool]) -> list[Outcome]:
-        try:
-            for proc, conn in workers:
-                try:
-                    conn.send(end)
-                except OSError:  # its end of the pipe is gone: the worker died
-                    _receive(proc, conn)
-            outcomes = [o for proc, conn in workers for o in _receive(proc, conn)[1]]
-        finally:
-            _stop(workers)
-        return outcomes
-
-    return [e for j in range(len(workers)) for e in ends[j]], finish
-
-
-def _receive(proc: multiprocessing.Process, conn: Connection) -> tuple:
-    """The next message of worker ``proc``; WorkerDied (one line) if it ended without one."""
-    try:
-        msg = conn.recv()
-    except (EOFError, OSError):
-        proc.join(5)
-        raise WorkerDied(f"a worker process of the run's parts died ({how_ended(proc.exitcode)})") from None
-    if msg[0] == "error":
-        _, kind, text, bad_input = msg
-        raise (ScenarioError(text) if bad_input else RuntimeError(f"{kind}: {text}"))
-    return msg
-
-
-def _stop(workers: list) -> None:
-    for proc, conn in workers:
-        conn.close()
-        if proc.is_alive():
-            proc.terminate()
-        proc.join()
-
-
-def _worker(
-    conn: Connection,
-    parent: int,
-    sc: Scenario,
-    seed: int,
-    block: range,
-    n: int,
-    records: bool,
-    series: bool,
-    shortcuts: frozenset[str],
-    guard: Guard,
-) -> None:
-    """A worker process: the parts of ``block``, in two phases, over the pipe ``conn``; it dies with ``parent``,
-    leaves Ctrl-C to it and holds none of its pipes but ``conn`` (sim/processes.py)."""
-    detach_worker(parent)
-    try:
-        phases = _phases(sc, seed, block, n, records, series, shortcuts, guard, lambda i: conn.send(("built", i)))
-        conn.send(("ends", next(phases)))
-        conn.send(("outcomes", phases.send(conn.recv())))
-    except BaseException as e:
-        conn.send(("error", type(e).__name__, str(e), isinstance(e, ScenarioError)))
-    finally:
-        conn.close()

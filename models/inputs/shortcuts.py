@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from models.inputs import shortcut_names as names
 from models.inputs.approaches import APPROACHES
 from models.inputs.demand import parse_shape
 from sim.shortcuts import Shortcut, any_of, constant, one_of, zero
@@ -54,7 +55,7 @@ def _fifo_slots(sc: Any) -> bool:
 
 
 FIFO = Shortcut(
-    "fifo",
+    names.FIFO,
     "a fixed pool of G/G/c slots (function.containers > 0, every slot alike: target_inputs = max_inputs) of one "
     "Function (one copy) called with .remote or .spawn, fed by steady Poisson arrivals through constant submit and "
     "result legs, no dispatch overhead, no input limits",
@@ -101,7 +102,7 @@ FIFO = Shortcut(
 )
 
 IDLE_DECISIONS = Shortcut(
-    "idle_decisions",
+    names.IDLE_DECISIONS,
     "any load test: an autoscaled pool whose wanted containers move only with its owner's load sleeps through the "
     "grid points where no decision could act",
     EVERY,
@@ -117,7 +118,7 @@ def _nonzero(d: Any) -> bool:
 
 
 ROUND_TRIPS = Shortcut(
-    "round_trips",
+    names.ROUND_TRIPS,
     "closed-loop clients that reissue (load = clients, clients.reissue) calling a Function with .remote or .spawn "
     "through submit and result legs that are not 0 (any distribution: the next call's work and way out are drawn "
     "when the work ends, with the shortcut or without), one request per call, no stream cap",
@@ -133,7 +134,7 @@ ROUND_TRIPS = Shortcut(
     },
     claim="rounding",  # every record to the bit; a back is folded in later, so sums are added in another order
     rel_tol=1e-12,
-    doc="a call's way back and the next call's way out are one event, not two (models/inputs/clients.py)",
+    doc="a call's way back and the next call's way out are one event, not two (models/inputs/closedloop.py)",
 )
 
 
@@ -149,7 +150,7 @@ def _workspace_cannot_bind(sc: Any) -> bool:
 
 
 PARTS = Shortcut(
-    "parts",
+    names.PARTS,
     "any load test of app copies under closed-loop clients: client i calls copy i mod copies and nothing else is "
     "shared (no workspace-wide placement rate, and no workspace cap that could bind: workspace.max_containers 0 or "
     "at least copies × autoscaler.max_containers), so each copy with its clients runs on a clock of its own; the "

@@ -21,10 +21,12 @@ import numpy as np
 from models.inputs import fifo
 from models.inputs.arrivals import OpenLoop, TraceReplay
 from models.inputs.base import Scenario
-from models.inputs.clients import ClosedLoop, Load, Target
+from models.inputs.clients import Load, Target
+from models.inputs.closedloop import ClosedLoop
 from models.inputs.function import SYNC, Function, LimitParams
 from models.inputs.overhead import sampler
 from models.inputs.records import CallLog
+from models.inputs.shortcut_names import FIFO
 from sim.engine import Sim
 from sim.rng import Streams
 
@@ -92,7 +94,7 @@ class Approach:
         """The callers of part ``part`` of ``parts``: the scenario's ``load`` (closed-loop clients or open-loop
         arrivals; with the Function they call, a FIFO queue served by recursion where the ``fifo`` shortcut runs:
         models/inputs/fifo.py)."""
-        if "fifo" in sim.shortcuts:
+        if FIFO in sim.shortcuts:
             return fifo.FifoQueue(sim, sc, log, streams, targets, self.style, self.http)
         clients = None
         if parts > 1:  # the clients that call the part's copies

@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from models.inputs import loadtest
-from models.inputs.clients import THROTTLE_FLOOR_S
+from models.inputs.retries import THROTTLE_FLOOR_S
 from models.runs import load_scenario
 
 # a Function that accepts one synchronous call a second (a burst of 1) and runs calls of exactly 1 s: the second of

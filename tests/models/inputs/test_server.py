@@ -206,14 +206,14 @@ def test_a_pool_that_cannot_bind_is_skipped_exactly(sets: dict, spare: int, big:
     """Closed-loop clients with any ``connection_limit`` (below, at, above ``in_flight``): the run as it is (the
     pool's bookkeeping skipped where the limit is at least ``in_flight``) gives every metric and every record of the
     run with the bookkeeping of every limit, to the bit."""
-    from models.inputs import clients, loadtest
+    from models.inputs import closedloop, loadtest
     from tests.support import preset
 
     limit = max(1, sets["clients.in_flight"] + (spare if spare < 4 else big))  # about in_flight, or far above
     sc = preset("loadtest-server", *(f"{k}={v}" for k, v in sets.items()), f"clients.connection_limit={limit}")
     fast = loadtest.run(sc, seed=seed, records=True)
     kept = staticmethod(lambda limit, in_flight: limit > 0)  # the bookkeeping of any limit, as a pool that may bind
-    with mock.patch.object(clients.ClosedLoop, "_pool_binds", kept):
+    with mock.patch.object(closedloop.ClosedLoop, "_pool_binds", kept):
         slow = loadtest.run(sc, seed=seed, records=True)
     assert set(fast) == set(slow)
     for k in fast:
