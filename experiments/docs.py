@@ -5,7 +5,7 @@ models' scenario schemas (models/registry.py; every field's type, default, range
 ``param(...)`` metadata, sim/scenario.py), ``metrics.md`` from the models' metric declarations (sim/metrics.py; the
 union over every preset of a model and every variant a scenario key selects), ``commands.md`` from each command's
 argparse parser (its ``--help``), and ``modules.md`` from the modules' docstrings (experiments/module_index.py).
-tests/test_docs.py regenerates them and compares them with the committed pages.
+tests/docs/test_docs.py regenerates them and compares them with the committed pages.
 """
 
 from __future__ import annotations
@@ -311,7 +311,7 @@ OTHERS = "Other declared metrics"
 def declarations() -> list[tuple[str, Metrics]]:
     """Every module-level ``Metrics`` of the modules that declare metrics, once each, named ``module.NAME`` after
     the first module (in this order) that holds it. The modules are named here, not walked (no computed import:
-    tests/test_layout.py follows imports); tests/test_docs.py checks that no other module of sim or models declares
+    tests/test_layout.py follows imports); tests/docs/test_docs.py checks that no other module of sim or models declares
     any."""
     from models import coldstart
     from models.inputs import loadtest, monitor, overhead, parts, recovery, summary

@@ -57,7 +57,7 @@ class Dist:
     def draws(self, rng: np.random.Generator, first: int = _BATCH) -> Iterator[float]:
         """An endless iterator of draws from ``rng``, drawn in batches of ``first``, doubling up to 4,096 (a stream
         of few draws holds little). Every ``draw`` fills its array in order, one value after the other, so the
-        sequence is the same whatever the batches (tests/test_dists.py): take many at once with
+        sequence is the same whatever the batches (tests/sim/test_dists.py): take many at once with
         ``itertools.islice``."""
 
         def batches() -> Iterator[list[float]]:

@@ -29,7 +29,7 @@ them as it runs any entry, and the order of events is exactly that of one heap:
 
 Each has an off switch, ``Sim(calendar=False)`` and ``Sim(delay_lines=False)``: then every entry goes into the heap
 (a line's pushes become ``call_at`` entries with the same keys). The events run in the same order, at the same
-times, with every combination of the switches and any ``NEAR`` and ``BUCKETS_PER_S`` (tests/test_engine.py draws
+times, with every combination of the switches and any ``NEAR`` and ``BUCKETS_PER_S`` (tests/sim/test_engine.py draws
 random schedules to check it).
 
 While ``Sim.run`` runs, Python's cyclic garbage collector runs less often (``GC_THRESHOLDS``, restored after): a run
@@ -42,7 +42,7 @@ entries, so it costs nothing per event.
 
 This reads and writes private attributes of ``simpy.Environment`` 4.x: ``_queue`` (the heap), ``_now`` (the clock),
 ``_eid`` (the insertion counter), and replaces its ``schedule``. pyproject.toml pins SimPy's major version; ``Sim()``
-checks them and fails with a clear message if a SimPy release changes them (tests/test_engine.py).
+checks them and fails with a clear message if a SimPy release changes them (tests/sim/test_engine.py).
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class PerClient(dict):
     """Client i's own stream ``NAME/client-i`` (a sampler of ``dist`` if given, else the generator), made on first
     use. Streams are named after the model's entities (a client, a Function copy), never after a batching or
     partitioning choice, so client i draws the same numbers whatever the number of clients, copies or parts (common
-    random numbers along every sweep axis; tests/test_shortcuts.py)."""
+    random numbers along every sweep axis; tests/models/inputs/test_shortcuts.py)."""
 
     def __init__(self, streams: Streams, name: str, dist: Dist | None = None) -> None:
         super().__init__()

@@ -9,9 +9,9 @@ the scenarios it is exact for. A shortcut runs only where the scenario matches i
 
 A shape is opt in: it names every scenario key it was proven for, each with the values it holds for (``ANY``, or a
 predicate on the value), and a key it does not name must be at its schema default. So a mechanism added later (a new
-key: timeouts, failures, faults) turns every shortcut off wherever it is used, until someone proves the shortcut for
-it and names the key in its shape; a shortcut is never silently wrong about a mechanism it does not know. The
-randomized differential tests (tests/test_shortcuts.py) draw scenarios across each shape and compare every run with
+key: timeouts, failures, faults) turns every shortcut off wherever it is used, until someone proves the shortcut for it
+and names the key in its shape; a shortcut is never silently wrong about a mechanism it does not know. The randomized
+differential tests (tests/models/inputs/test_shortcuts.py) draw scenarios across each shape and compare every run with
 the shortcut against the run without it.
 
 ``shortcuts`` (a key of every scenario): ``all`` (the default), ``none`` (the general path everywhere: what the
@@ -152,8 +152,8 @@ CALENDAR, DELAY_LINES = "calendar", "delay_lines"  # their names (sim/engine.py 
 
 def engine_shortcuts(schema: type) -> tuple[Shortcut, ...]:
     """The calendar and the delay lines keep the order of events of one heap whatever the model does, so their
-    shape is every scenario of ``schema`` (tests/test_engine.py proves the order, tests/test_shortcuts.py the
-    results)."""
+    shape is every scenario of ``schema`` (tests/sim/test_engine.py proves the order,
+    tests/models/inputs/test_shortcuts.py the results)."""
     every = dict.fromkeys(schema_keys(schema), ANY)
     return (
         Shortcut(

@@ -24,7 +24,7 @@ class LogHistogram:
     represented by 2γ^i/(γ + 1): within relative error α of x. Values with |x| < ``ZERO`` count as 0. Percentiles
     follow ``np.percentile``'s rule (linear between the order statistics at ranks floor and ceil of q/100·(n − 1)),
     each order statistic replaced by its bin's value, so the error bound is: |estimate − exact| ≤
-    α · max(|x_lo|, |x_hi|) + ``ZERO`` (x_lo, x_hi: those two order statistics); tests/test_stats.py checks it.
+    α · max(|x_lo|, |x_hi|) + ``ZERO`` (x_lo, x_hi: those two order statistics); tests/sim/test_stats.py checks it.
     Memory: one count per bin between the smallest and largest |x| seen, about 1,150 bins a decade at α = 0.1%.
     """
 

@@ -28,18 +28,18 @@ A decision runs after every other event at its instant (``Sim.schedule_late``): 
 its place among same-instant events does not depend on when it was scheduled.
 
 Idle time is free. Decisions fall on a fixed grid (the phase, then every ``interval_s``), but one that cannot change
-anything is not simulated: after a decision the pool sleeps until the first grid point where one could, so a run
-costs events in proportion to its work, not to simulated time ÷ interval. A decision can act only if the wanted
-containers differ from those the pool has: more (it launches: woken by the owner's ``poke`` when its load changes),
-or fewer with a container idle for the scaledown window (woken at the grid point when the earliest can be: no
-earlier than the least idle_since seen at the last decision, or that decision's time, plus the window; with none
-idle, woken when one goes idle: ``went_idle``). An owner
-whose wanted count moves with time alone (a Function with inputs pending under a start limit that sizes the pool;
-the HTTP server's sliding window of peaks) is decided at every grid point. The grid points are the same
-floating-point sums whether or not a decision is skipped (``DecisionGrid``), and a skipped decision would have drawn
-nothing and changed nothing, so results are identical: the ``idle_decisions`` shortcut (models/inputs/shortcuts.py),
-proven by the differential tests (tests/test_shortcuts.py) against runs with ``shortcuts = "all,-idle_decisions"``. A
-container that becomes ready with nothing to run wakes a sleeping pool too (it may retire without any change of load).
+anything is not simulated: after a decision the pool sleeps until the first grid point where one could, so a run costs
+events in proportion to its work, not to simulated time ÷ interval. A decision can act only if the wanted containers
+differ from those the pool has: more (it launches: woken by the owner's ``poke`` when its load changes), or fewer with a
+container idle for the scaledown window (woken at the grid point when the earliest can be: no earlier than the least
+idle_since seen at the last decision, or that decision's time, plus the window; with none idle, woken when one goes
+idle: ``went_idle``). An owner whose wanted count moves with time alone (a Function with inputs pending under a start
+limit that sizes the pool; the HTTP server's sliding window of peaks) is decided at every grid point. The grid points
+are the same floating-point sums whether or not a decision is skipped (``DecisionGrid``), and a skipped decision would
+have drawn nothing and changed nothing, so results are identical: the ``idle_decisions`` shortcut
+(models/inputs/shortcuts.py), proven by the differential tests (tests/models/inputs/test_shortcuts.py) against runs with
+``shortcuts = "all,-idle_decisions"``. A container that becomes ready with nothing to run wakes a sleeping pool too (it
+may retire without any change of load).
 """
 
 from __future__ import annotations

@@ -10,10 +10,10 @@ workload recursion of Kiefer and Wolfowitz (1955), which is what the Function's 
 
 So ``FifoQueue`` serves the arrivals in blocks of ``BLOCK`` by that recursion, one heap operation an input, instead of
 two events an input: the same issue, start and end times to the bit, from the same random streams drawn in the same
-order (tests/test_fifo.py compares every metric, series and record with the events' run). Its events are one per
-block (at the block's first arrival), the monitor's samples, answered from the blocks' times, and the stop.
-The scenarios it serves are the shape of the ``fifo`` shortcut (models/inputs/shortcuts.py); with
-``shortcuts = "all,-fifo"`` (or ``none``) they run on events instead.
+order (tests/models/inputs/test_fifo.py compares every metric, series and record with the events' run). Its events are
+one per block (at the block's first arrival), the monitor's samples, answered from the blocks' times, and the stop. The
+scenarios it serves are the shape of the ``fifo`` shortcut (models/inputs/shortcuts.py); with ``shortcuts =
+"all,-fifo"`` (or ``none``) they run on events instead.
 """
 
 from __future__ import annotations

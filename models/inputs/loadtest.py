@@ -158,7 +158,7 @@ def run(
 
 
 def outcome_metrics(sc: Scenario, out: parts.Outcome, end: float) -> dict:
-    """The metrics of a run's outcome (or of one part's: tests/test_metrics.py combines the parts' by METRICS),
+    """The metrics of a run's outcome (or of one part's: tests/sim/test_metrics.py combines the parts' by METRICS),
     ``wall_s`` aside."""
     calls = out.summary.metrics()
     if sc.load != "clients":  # an open loop or a trace: what comes back in the window (the issued-in-window rule is

@@ -1,9 +1,9 @@
 """The load test's shortcuts and the scenarios each is exact for (sim/shortcuts.py says what a shape is).
 
-Each shape names, key by key, what the shortcut was proven for by the differential tests (tests/test_shortcuts.py);
-a key not named must be at its default. ``KEYS`` is the list of the schema's keys when these shapes were written:
-a key added to the schema later is in no shape until someone adds it here, so a new mechanism turns these
-shortcuts off wherever it is used.
+Each shape names, key by key, what the shortcut was proven for by the differential tests
+(tests/models/inputs/test_shortcuts.py); a key not named must be at its default. ``KEYS`` is the list of the schema's
+keys when these shapes were written: a key added to the schema later is in no shape until someone adds it here, so a new
+mechanism turns these shortcuts off wherever it is used.
 """
 
 from __future__ import annotations

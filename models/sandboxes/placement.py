@@ -22,7 +22,7 @@ BATCH = 4096  # indices drawn at a time (a speed constant: any size gives the sa
 
 def worker_draws(rng: np.random.Generator, n: int) -> Iterator[int]:
     """Endless uniform worker indices, drawn in batches of ``BATCH`` (numpy draws each index of a batch on its own,
-    so the sequence does not depend on the batch: tests/test_sandbox_shortcuts.py)."""
+    so the sequence does not depend on the batch: tests/models/sandboxes/test_sandbox_shortcuts.py)."""
 
     def batches() -> Iterator[list[int]]:
         while True:

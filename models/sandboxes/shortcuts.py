@@ -1,11 +1,11 @@
 """The keys the sandbox model's shortcuts were proven for (sim/shortcuts.py says what a shape is).
 
-The shortcuts are the control planes' own (``ControlPlane.SHORTCUTS``, e.g. models/sandboxes/planes/modal_v2.py);
-each shape names, key by key, what the shortcut was proven for by the differential tests
-(tests/test_sandbox_shortcuts.py), starting from ``EVERY``; a key not named must be at its default. ``KEYS`` is the
-list of the schema's keys when these shapes were written: a key added to the schema later is in no shape until someone
-adds it here, so a new mechanism turns these shortcuts off wherever it is used (which is why it is written out, not
-read from the schema, and why it sits below the planes, which the schema is built from).
+The shortcuts are the control planes' own (``ControlPlane.SHORTCUTS``, e.g. models/sandboxes/planes/modal_v2.py); each
+shape names, key by key, what the shortcut was proven for by the differential tests
+(tests/models/sandboxes/test_sandbox_shortcuts.py), starting from ``EVERY``; a key not named must be at its default.
+``KEYS`` is the list of the schema's keys when these shapes were written: a key added to the schema later is in no shape
+until someone adds it here, so a new mechanism turns these shortcuts off wherever it is used (which is why it is written
+out, not read from the schema, and why it sits below the planes, which the schema is built from).
 
 What is not a shortcut (the model itself, with no other path to compare against): the client issuing in ticks
 (``client.tick_s``), workers as arrays, publishes in ``scheduler.publish_phases`` groups, a queue's service booked

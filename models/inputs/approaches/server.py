@@ -27,7 +27,7 @@ ready order is the order in which containers became ready. A request replaces it
 finished request pushes the new key and leaves the old one behind, stale (the count it holds is no longer the
 container's), like the keys of retired containers: stale keys are dropped when they reach the top, and all of them
 in one linear rebuild once the heap holds more than twice as many keys as containers plus ``REBUILD_SLACK``.
-tests/test_server.py checks the choice against the scan.
+tests/models/inputs/test_server.py checks the choice against the scan.
 
 Each request crosses the proxy twice (in, and back with the response), each hop lognormal around
 ``proxy_latency_s`` with spread ``proxy_sigma`` (both assumptions), drawn from its client's stream

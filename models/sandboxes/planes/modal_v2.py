@@ -19,7 +19,7 @@ adds its own placements to its view, but not the other schedulers': the stalenes
 Two shortcuts (declared below over the keys of models/sandboxes/shortcuts.py, each off with
 ``shortcuts = "all,-NAME"``): placements at one instant share one event (``same_instant_placements``), and the
 worker's accept is computed at the placement, a hop early (``accept_at_placement``); both give the general path's
-numbers to the bit (tests/test_sandbox_shortcuts.py).
+numbers to the bit (tests/models/sandboxes/test_sandbox_shortcuts.py).
 
 Faults (models/sandboxes/faults.py): ``scheduler_down`` (scheduler 0 dies for a while; the creates in it and those
 routed to it while it is down time out and are retried through the load balancer), ``stream_stall`` (no worker state
