@@ -16,6 +16,7 @@ import io
 import math
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import event
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 from scipy import stats
@@ -280,3 +281,66 @@ def assert_0_or_2(main: Callable[[list[str]], int], argv: list[str]) -> int:
         lines = [ln for ln in text.splitlines() if "capped at" not in ln and not ln.startswith("warning:")]
         assert len(lines) == 1 and lines[0].isprintable() and "Traceback" not in text, f"{argv}: {text[-600:]}"
     return rc
+
+
+# --- differential tests of the shortcuts (tests/models/*/test_*shortcuts.py) ---------------------------------------
+IGNORED = ("wall_s", "events", "shortcuts_used", "scenario", "seed")  # what a shortcut may change
+
+
+def diff_settings(default: int, properties: int) -> settings:
+    """Hypothesis settings of a differential test file: ``default`` examples in all (``SCALESIM_DIFF_EXAMPLES``
+    if set, freshly drawn), an equal share for each of its ``properties``."""
+    total = int(os.environ.get("SCALESIM_DIFF_EXAMPLES", default))
+    return settings(
+        max_examples=max(1, total // properties),
+        deadline=None,
+        derandomize=os.environ.get("SCALESIM_DIFF_EXAMPLES") is None,  # CI: the same examples every run
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
+    )
+
+
+def dists(lo: float, hi: float, zero: bool = False) -> st.SearchStrategy[str]:
+    """A distribution string with its mean within about [lo, hi]."""
+    x = st.floats(lo, hi, allow_nan=False)
+    options = [
+        x.map(lambda v: f"constant({v!r})"),
+        st.tuples(x, x).map(lambda ab: f"uniform({min(ab)!r}, {max(ab)!r})"),
+        x.map(lambda v: f"exponential({v!r})"),
+        st.tuples(x, st.floats(0.05, 1.5)).map(lambda ms: f"lognormal({ms[0]!r}, {ms[1]!r})"),
+    ]
+    if zero:
+        options.append(st.just("constant(0)"))
+    return st.one_of(options)
+
+
+def same(a: object, b: object, rel: float) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return a == b if rel == 0 else math.isclose(a, b, rel_tol=rel, abs_tol=rel)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k], rel) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y, rel) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+# --- pages checked in a real browser (Debian's chromium; the tests skip, saying why, without it) ----------------------
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+HEADLESS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def png_pixels(path: Path) -> np.ndarray:
+    """A PNG's pixels, RGB in 0..255."""
+    import matplotlib.image
+
+    return np.asarray(matplotlib.image.imread(str(path)))[..., :3] * 255.0

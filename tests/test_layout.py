@@ -231,3 +231,19 @@ def test_each_family_member_brings_its_own_scenario_section():
         assert approach.name == name
         for section in approach.sections:
             assert any(k.startswith(section + ".") for k in approach_keys)
+
+
+def test_no_test_imports_another_test_module():
+    # what tests share is tests/support.py (helpers) and tests/conftest.py (fixtures, lanes); a test module imported
+    # by another is collected twice and couples the two
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [
+                f"{path.relative_to(ROOT)}:{node.lineno} {n}"
+                for n in names
+                if n.startswith("tests.test") or ".test_" in n
+            ]
+    assert found == []

@@ -4,7 +4,6 @@ per hour, sizing on a shape's busiest window, batching open-loop arrivals, and t
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 
 import numpy as np
@@ -16,19 +15,7 @@ from models.inputs.billing import CPU_PRICE, MEMORY_PRICE
 from models.inputs.demand import DAY_S, Shape, parse_shape
 from models.runs import load_scenario, run_scenario
 from sim.scenario import ScenarioError
-from tests.support import ROOT
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-HEADLESS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from tests.support import CHROMIUM, HEADLESS, ROOT, png_pixels
 
 
 def run(name: str, *sets: str, seed: int = 0) -> dict:
@@ -158,7 +145,7 @@ def test_the_plan_page_renders_its_figures_and_tables_in_chromium(plan, tmp_path
             [*args, "--dump-dom", target.as_uri()], capture_output=True, timeout=120, check=True, text=True
         ).stdout
         assert dom.count("<img") >= 2 and "<table" in dom
-        pixels = _png_pixels(shot)
+        pixels = png_pixels(shot)
         assert pixels.std() > 10  # not a blank page: text, tables and figures drawn
 
 
@@ -169,12 +156,6 @@ def _sweep_report(tmp_path) -> object:
     argv = ["loadtest-spawn", "--set", "duration_s=5", "--factor", "clients.count=1,2", "--out", str(out)]
     assert sweep.main([*argv, "--jobs", "1"]) == 0
     return out / "report.html"
-
-
-def _png_pixels(path) -> np.ndarray:
-    import matplotlib.image
-
-    return np.asarray(matplotlib.image.imread(str(path)))[..., :3] * 255.0
 
 
 def test_an_unstable_point_is_flagged_not_averaged():

@@ -11,6 +11,7 @@ from scipy import stats
 
 from experiments import whatif
 from experiments.whatif.recovery import DEFAULTS, measure, policy_sets
+from tests.support import CHROMIUM, HEADLESS, png_pixels
 
 
 def test_callers_that_drop_recover_at_once_and_lose_work_while_retrying_ones_lose_none_and_take_longer():
@@ -59,8 +60,6 @@ def test_bad_recovery_options_exit_2(capsys):
 
 
 def test_the_recovery_page_holds_the_answer_and_its_figure_and_renders_in_chromium(tmp_path):
-    from tests.experiments.test_plan import CHROMIUM, HEADLESS, _png_pixels
-
     argv = ["recovery", "--policies", "none@4,backoff:5@4", "--spikes", "2", "--seeds", "1"]
     assert whatif.main([*argv, "--set", "work=constant(1)", "--out", str(tmp_path)]) == 0
     page = tmp_path / "recovery.html"
@@ -74,7 +73,7 @@ def test_the_recovery_page_holds_the_answer_and_its_figure_and_renders_in_chromi
     subprocess.run([*args, f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120, check=True)
     dom = subprocess.run([*args, "--dump-dom", page.as_uri()], capture_output=True, timeout=120, check=True, text=True)
     assert "<img" in dom.stdout and "<pre>" in dom.stdout
-    assert _png_pixels(shot).std() > 10  # drawn, not blank
+    assert png_pixels(shot).std() > 10  # drawn, not blank
 
 
 def test_without_retries_a_spikes_backlog_grows_and_drains_at_the_rates_theory_gives():

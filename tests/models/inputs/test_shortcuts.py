@@ -12,14 +12,12 @@ CI runs ``DEFAULT_EXAMPLES`` examples in all, spread over the properties; ``SCAL
 
 from __future__ import annotations
 
-import math
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from models.inputs import loadtest
@@ -27,44 +25,17 @@ from models.inputs.approaches import base
 from sim import engine
 from sim.scenario import ScenarioError, build, param
 from sim.shortcuts import Shortcut, Shortcuts, parse
-from tests.support import ROOT, examples
+from tests.support import IGNORED, ROOT, diff_settings, dists, examples, same
 
 SHORTCUTS = loadtest.SHORTCUTS
 DEFAULT_EXAMPLES = examples(320)
 PROPERTIES = 9  # the properties below that draw examples (each gets an equal share)
 
 
-def diff_settings(default: int, properties: int) -> settings:
-    """Hypothesis settings of a differential test file: ``default`` examples in all (``SCALESIM_DIFF_EXAMPLES``
-    if set, freshly drawn), an equal share for each of its ``properties``."""
-    total = int(os.environ.get("SCALESIM_DIFF_EXAMPLES", default))
-    return settings(
-        max_examples=max(1, total // properties),
-        deadline=None,
-        derandomize=os.environ.get("SCALESIM_DIFF_EXAMPLES") is None,  # CI: the same examples every run
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
-    )
-
-
 SETTINGS = diff_settings(DEFAULT_EXAMPLES, PROPERTIES)
-IGNORED = ("wall_s", "events", "shortcuts_used", "scenario", "seed")  # what a shortcut may change
 
 
 # --- drawing scenarios ------------------------------------------------------------------------------------------
-def dists(lo: float, hi: float, zero: bool = False) -> st.SearchStrategy[str]:
-    """A distribution string with its mean within about [lo, hi]."""
-    x = st.floats(lo, hi, allow_nan=False)
-    options = [
-        x.map(lambda v: f"constant({v!r})"),
-        st.tuples(x, x).map(lambda ab: f"uniform({min(ab)!r}, {max(ab)!r})"),
-        x.map(lambda v: f"exponential({v!r})"),
-        st.tuples(x, st.floats(0.05, 1.5)).map(lambda ms: f"lognormal({ms[0]!r}, {ms[1]!r})"),
-    ]
-    if zero:
-        options.append(st.just("constant(0)"))
-    return st.one_of(options)
-
-
 SHAPES = st.one_of(
     st.just("steady"),
     st.tuples(st.floats(1, 20), st.floats(0, 3), st.floats(0.1, 3)).map(
@@ -218,18 +189,6 @@ def run(sc: loadtest.Scenario, shortcuts: str, seed: int) -> dict:
     from dataclasses import replace
 
     return loadtest.run(replace(sc, shortcuts=shortcuts), seed=seed, records=True, series={})
-
-
-def same(a: object, b: object, rel: float) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b)
-        return a == b if rel == 0 else math.isclose(a, b, rel_tol=rel, abs_tol=rel)
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k], rel) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y, rel) for x, y in zip(a, b, strict=True))
-    return a == b
 
 
 def rows(frame: pd.DataFrame, ordered: bool) -> pd.DataFrame:

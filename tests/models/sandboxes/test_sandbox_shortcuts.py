@@ -23,16 +23,16 @@ from hypothesis import strategies as st
 from models import coldstart
 from models.sandboxes import creation, placement
 from sim import engine
-from sim.guard import Stalled
+from sim.guard import Budget, Guard, OverBudget, Stalled
 from sim.scenario import ScenarioError, build
-from tests.models.inputs.test_shortcuts import IGNORED, diff_settings, dists, same
-from tests.support import examples
+from tests.support import IGNORED, diff_settings, dists, examples, same
 
 SHORTCUTS = creation.SHORTCUTS
 DEFAULT_EXAMPLES = examples(80)
 PROPERTIES = 4  # the properties below that draw examples (each gets an equal share)
 SETTINGS = diff_settings(DEFAULT_EXAMPLES, PROPERTIES)
 SEEDS = st.integers(0, 2**16)
+EXAMPLE_EVENTS = 500_000  # the most events an example may process (about a second and a half)
 PLANES = ("modal-v2", "modal-v1", "kubernetes")
 
 
@@ -143,10 +143,14 @@ def scenario(tree: dict) -> creation.SandboxScenario:
 # --- comparing runs -----------------------------------------------------------------------------------------------
 def run(sc: creation.SandboxScenario, shortcuts: str, seed: int) -> dict:
     """The run, or the example is rejected if the model stalls (a zero-delay loop: every latency of a plane at 0,
-    which the engine's backstop ends as bad input with either path; not what these properties test)."""
+    which the engine's backstop ends as bad input with either path) or processes more than ``EXAMPLE_EVENTS`` (a
+    storm of retries in a full fleet: one such example took 18 s of the suite); neither is what these properties
+    test. The budget is checked as the run goes (sim/guard.py) and changes no number."""
     try:
-        return creation.run(replace(sc, shortcuts=shortcuts), seed=seed, records=True, series={})
-    except Stalled:
+        return creation.run(
+            replace(sc, shortcuts=shortcuts), seed=seed, records=True, series={}, guard=Guard(Budget(EXAMPLE_EVENTS))
+        )
+    except (Stalled, OverBudget):
         assume(False)
         raise
 
