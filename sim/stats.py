@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 NAN = float("nan")
 
@@ -135,6 +134,8 @@ def mean_ci95(means: np.ndarray) -> float:
     k = len(means)
     if k < 2:
         return NAN
+    from scipy import stats  # here, not at the top: scipy.stats takes a third of a second to import
+
     return float(stats.t.ppf(0.975, k - 1) * np.std(means, ddof=1) / math.sqrt(k))
 
 

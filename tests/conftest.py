@@ -1,7 +1,7 @@
-"""The tests' fixtures and lanes. ``pytest --fast`` is the fast lane: it leaves out the tests marked ``slow``
-(subprocess end-to-end runs, the browser, Hypothesis at CI counts, replications against theory) and runs each
-property with a tenth of its examples (tests/support.py ``examples``); ``pytest`` runs every lane. Shared helpers are
-in tests/support.py."""
+"""The tests' fixtures and lanes. ``pytest --fast`` is the fast lane: it leaves out the tests marked ``slow`` (each
+over a second and a half on 2 cores: subprocesses end to end, the browser, replications against theory) and runs
+each property with a tenth of its examples (tests/support.py ``examples``); ``pytest`` runs every lane. Shared
+helpers are in tests/support.py."""
 
 from __future__ import annotations
 

@@ -223,6 +223,7 @@ def test_setting_values_become_toml_values():
     assert report.toml_value("1030") == "1030" and report.toml_value("4.71") == "4.71"
 
 
+@pytest.mark.slow
 def test_quick_leave_one_out_end_to_end(tmp_path, capsys):
     path = tmp_path / "loo.toml"
     args = ["--quick", "--candidate", "baseline", "--seeds", "1", "--jobs", "1", "--leave-out", "server"]

@@ -338,6 +338,7 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_dry_run_prints_plan_and_cost_without_credentials(tmp_path: Path) -> None:
     out = tmp_path / "runs"
     cmd = [sys.executable, "-m", "calibration.run", "spawn", "--dry-run", "--run-id", "t1", "--out", str(out)]
@@ -350,6 +351,7 @@ def test_dry_run_prints_plan_and_cost_without_credentials(tmp_path: Path) -> Non
     assert not out.exists()  # a dry run writes nothing
 
 
+@pytest.mark.slow
 def test_real_run_without_credentials_exits_2_with_one_line(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "calibration.run", "spawn", "--yes", "--out", str(tmp_path / "o")]
     r = subprocess.run(cmd, cwd=ROOT, env=clean_env(tmp_path), capture_output=True, text=True, timeout=60)

@@ -119,6 +119,7 @@ def test_sources_are_one_model_at_a_time_and_unknown_ones_exit_2(tmp_path, capsy
     assert "one model at a time" in err[0] and "nosuch: not a source" in err[1] and "--leave-out" in err[2]
 
 
+@pytest.mark.slow
 def test_parameters_are_recovered_from_a_simulated_trace_and_the_unidentifiable_one_is_flagged(tmp_path):
     # Known parameters; two traces from seed 7 (their noise), fitted with common random numbers on seeds 0 and 1. The
     # spawn trace sees the start limit (it binds: 400 calls in flight want 73 starts/s); a lightly loaded .remote

@@ -73,6 +73,7 @@ def app_exists(standin: StandIn, name: str) -> bool:
     return subprocess.run([sys.executable, "-c", code], env=standin.env, timeout=60).returncode == 0
 
 
+@pytest.mark.slow
 def test_each_client_runs_in_its_own_process_from_one_start_into_one_table(standin, tmp_path: Path) -> None:
     r = cal(standin, "spawn", "--clients", "4", *SMALL, "--client-procs", "4", "--run-id", "t-procs",
             "--out", str(tmp_path / "procs"))  # fmt: skip
@@ -107,6 +108,7 @@ def _start(standin: StandIn, tmp_path: Path, run_id: str, **kw) -> tuple[subproc
     return p, kids
 
 
+@pytest.mark.slow
 def test_a_killed_client_process_fails_the_run_in_one_line_and_ends_the_others(standin, tmp_path: Path) -> None:
     p, kids = _start(standin, tmp_path, "t-kill")
     os.kill(kids[1], signal.SIGKILL)
@@ -118,6 +120,7 @@ def test_a_killed_client_process_fails_the_run_in_one_line_and_ends_the_others(s
     assert not app_exists(standin, "scalesim-cal-spawn-t-kill")
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_the_run_and_every_client_process(standin, tmp_path: Path) -> None:
     p, kids = _start(standin, tmp_path, "t-int", start_new_session=True)
     os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground process group
@@ -127,6 +130,7 @@ def test_ctrl_c_ends_the_run_and_every_client_process(standin, tmp_path: Path) -
     assert not app_exists(standin, "scalesim-cal-spawn-t-int")
 
 
+@pytest.mark.slow
 def test_clients_in_modal_containers_from_one_start(standin, tmp_path: Path) -> None:
     r = cal(standin, "spawn", "--clients", "2", *SMALL, "--driver", "modal", "--client-lead", "8",
             "--run-id", "t-modal", "--out", str(tmp_path))  # fmt: skip
@@ -154,6 +158,7 @@ def test_a_dry_run_with_clients_on_modal_plans_and_bounds_their_containers(tmp_p
     assert "6,240 container-s" in r.stdout
 
 
+@pytest.mark.slow
 def test_the_descriptor_check_refuses_a_run_past_the_hard_limit_before_deploying(tmp_path: Path) -> None:
     def low() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))

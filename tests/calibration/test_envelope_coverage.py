@@ -46,6 +46,7 @@ def sample(way: str) -> list[list[str]]:
     return models if n <= 0 or n >= len(models) else random.Random(f"coverage-{way}").sample(models, n)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("way", APPROACHES)
 def test_every_plausible_model_falls_inside_the_range_on_the_held_out_way(way):
     ranges = envelope(way)

@@ -66,12 +66,14 @@ def case(t: Target, misses: dict[tuple[str, str], float]) -> pytest.param:
     return pytest.param(t, id=f"{t.approach}-{t.key}", marks=marks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", [case(t, IN_SAMPLE_MISSES) for t in TARGETS])
 def test_in_sample_every_released_figure_within_its_band(target: Target):
     got = figures(target.approach, None, NOISY_SEEDS if (target.approach, target.key) in NOISY else SEEDS)[target.key]
     assert target.within(got), f"{target.approach} {target.key}: model {got:.4g} vs measured {target.measured:g}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", [case(t, LEFT_OUT_MISSES) for t in TARGETS])
 def test_left_out_approach_predicted_by_the_fit_that_did_not_see_it(target: Target):
     got = figures(target.approach, PARAMS / f"leave-out-{target.approach}.toml")[target.key]

@@ -42,6 +42,7 @@ def app_exists(standin: StandIn, name: str) -> bool:
     return subprocess.run([sys.executable, "-c", code], env=standin.env, timeout=60).returncode == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", ["spawn", "copies", "batching", "server"])
 def test_a_run_deploys_drives_traces_and_stops_through_the_real_client(standin, tmp_path: Path, what: str) -> None:
     proxy_token = {"SCALESIM_PROXY_KEY": "wk-test", "SCALESIM_PROXY_SECRET": "ws-test"}  # the proxy wants one
@@ -64,6 +65,7 @@ def test_a_run_deploys_drives_traces_and_stops_through_the_real_client(standin, 
     assert lookups and max(Counter(lookups).values()) <= procs
 
 
+@pytest.mark.slow
 def test_a_bad_token_is_one_line_exit_2_and_leaves_no_app(standin, tmp_path: Path) -> None:
     env = {**standin.env, "MODAL_TOKEN_SECRET": "as-wrong"}
     r = cal(standin, "spawn", *SMALL, "--run-id", "t-badtoken", "--out", str(tmp_path), env=env)
@@ -74,6 +76,7 @@ def test_a_bad_token_is_one_line_exit_2_and_leaves_no_app(standin, tmp_path: Pat
     assert not app_exists(standin, "scalesim-cal-spawn-t-badtoken")
 
 
+@pytest.mark.slow
 def test_a_sweep_on_modal_gives_the_rows_of_jobs_1(standin, tmp_path: Path) -> None:
     """``--executor modal`` ships presets with the code (``add_local_python_source``'s default ``ignore`` keeps only
     ``.py`` files: every row was "unknown preset"), runs an ephemeral app's ``starmap`` and writes the same rows."""
@@ -90,6 +93,7 @@ def test_a_sweep_on_modal_gives_the_rows_of_jobs_1(standin, tmp_path: Path) -> N
     pd.testing.assert_frame_equal(tables[0], tables[1])
 
 
+@pytest.mark.slow
 def test_oauth_credentials_need_all_three(tmp_path: Path) -> None:
     code = "from calibration.run import has_credentials; import sys; sys.exit(0 if has_credentials() else 3)"
     base = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "MODAL_CONFIG_PATH": str(tmp_path / "none.toml")}
@@ -99,6 +103,7 @@ def test_oauth_credentials_need_all_three(tmp_path: Path) -> None:
     assert codes == [3, 0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "content, says",
     [(b"[limits]\nstart_rate = -1\n", "limits.start_rate"), (b"[nope]\n", "unknown section"),
@@ -121,6 +126,7 @@ def test_a_bad_parameter_file_is_one_line_exit_2(tmp_path: Path, content: bytes 
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and says in r.stderr, r.stderr
 
 
+@pytest.mark.slow
 def test_coldstart_runs_both_start_modes_and_its_fit_sees_the_platform_cold_start(standin, tmp_path: Path) -> None:
     """The probe's module reaches the container through the image's ENV (``Image.env``); every start is a new
     single-use container; each start takes at least the stand-in's cold start (its platform part) plus the import;
@@ -162,6 +168,7 @@ def _running(pid: int) -> bool:
     return "\nState:\tZ" not in status and cmdline.startswith((b"sleep\0", b"sh\0"))
 
 
+@pytest.mark.slow
 def test_sandboxes_run_end_to_end_each_a_real_process_all_reaped(standin, tmp_path: Path) -> None:
     """The sandboxes way through the real client (V2: SandboxCreateV2, then exec over the task command router): each
     sandbox a real process, placed after the stand-in's create_s; all reaped after the probe's terminates and
@@ -206,6 +213,7 @@ print("stopped", sb.returncode)
 """
 
 
+@pytest.mark.slow
 def test_sandbox_exec_output_exit_codes_timeout_and_app_stop_v1(standin) -> None:
     """The V1 path (``MODAL_SANDBOX_V2=0``: SandboxCreate, SandboxGetTaskId, TaskGetCommandRouterAccess): an exec's
     stdout and stderr to EOF and its exit code, 127 for a program not found, a sandbox past its timeout (124), and
@@ -222,6 +230,7 @@ def test_sandbox_exec_output_exit_codes_timeout_and_app_stop_v1(standin) -> None
     assert not [pid for pid in reaped if _running(pid)]
 
 
+@pytest.mark.slow
 def test_the_plan_runs_its_design_through_the_client_resumes_and_fits_as_distinct_experiments(
     standin, tmp_path: Path
 ) -> None:
@@ -303,6 +312,7 @@ def test_the_project_hides_only_its_own_source_from_a_container() -> None:
     assert not hidden("/usr/lib/python3.11", "/src/proj", interpreter) and not hidden("/src/proj", "", interpreter)
 
 
+@pytest.mark.slow
 def test_a_port_out_of_range_or_in_use_is_one_line_exit_2_and_no_folder_is_left(tmp_path: Path) -> None:
     import os
     import socket
@@ -325,6 +335,7 @@ def test_a_port_out_of_range_or_in_use_is_one_line_exit_2_and_no_folder_is_left(
     assert not list(work.iterdir())  # its work folder goes with it
 
 
+@pytest.mark.slow
 def test_an_unreachable_modal_is_one_line_exit_2_at_once_and_nothing_is_stopped(tmp_path: Path) -> None:
     import os
 

@@ -102,6 +102,7 @@ def test_commands_page_has_every_command_help():
         assert module in usage, module
 
 
+@pytest.mark.slow
 def test_command_line_writes_the_pages(tmp_path):
     out = tmp_path / "ref"
     r = subprocess.run(
@@ -141,6 +142,7 @@ def site(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_site_builds_strict_offline(site):
     for page in ("index.html", "reference/keys/index.html", "reference/metrics/index.html", "sources/index.html"):
         assert (site / page).exists(), page

@@ -165,6 +165,7 @@ def test_every_page_is_collected():
     assert ROOT / "README.md" in PAGES and ROOT / "docs" / "index.md" in PAGES
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_page_examples_run_as_recorded(page, tmp_path):
     cwd = scratch(tmp_path)

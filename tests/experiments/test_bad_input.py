@@ -35,6 +35,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset, setting, key", CASES, ids=[f"{p}:{s}" for p, s, _ in CASES])
 def test_bad_or_huge_input_exits_2_with_one_line(preset, setting, key):
     r = run_module("experiments.run", preset, "--set", setting)
@@ -44,6 +45,7 @@ def test_bad_or_huge_input_exits_2_with_one_line(preset, setting, key):
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 2 * 1024 * 1024  # KiB: under 2 GiB
 
 
+@pytest.mark.slow
 def test_the_run_size_budget_can_be_raised_and_must_be_a_positive_number():
     r = run_module("experiments.run", "loadtest-spawn", "--set", "duration_s=1e5", env={"SCALESIM_BUDGET": "0.001"})
     assert r.returncode == 2 and "SCALESIM_BUDGET" in r.stderr
@@ -93,12 +95,14 @@ FILE_CASES = [
 ]
 
 
+@pytest.mark.slow
 def test_compare_writes_the_path_it_prints(tmp_path):
     out = tmp_path / "figure-without-suffix"
     r = run_module("experiments.compare", "loadtest-spawn", "--set", "duration_s=2", "--out", str(out))
     assert r.returncode == 0 and r.stdout.strip() == str(out) and out.is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module, args, message", FILE_CASES, ids=[f"{m}:{' '.join(a)[:40]}" for m, a, _ in FILE_CASES])
 def test_bad_files_paths_and_options_exit_2_naming_them(files, module, args, message):
     r = run_module(module, *(a.format(**files) for a in args))
@@ -106,6 +110,7 @@ def test_bad_files_paths_and_options_exit_2_naming_them(files, module, args, mes
     assert r.returncode == 2 and "\n" not in err and message in err, err
 
 
+@pytest.mark.slow
 def test_a_report_checks_its_point_and_scale_and_reads_a_table_without_errors(tmp_path):
     out = tmp_path / "sw"
     sweep = ["loadtest-spawn", "--set", "duration_s=2", "--factor", "clients.count=1,2", "--seeds", "1"]
@@ -126,6 +131,7 @@ def test_a_report_checks_its_point_and_scale_and_reads_a_table_without_errors(tm
     assert r.returncode == 2 and "results.csv, line" in r.stderr, r.stderr
 
 
+@pytest.mark.slow
 def test_a_sweep_of_a_hundred_million_seeds_is_refused_at_once_in_little_memory(tmp_path):
     # sized before it starts (points x seeds x cost per run), so it neither starts nor never ends
     out = tmp_path / "many"

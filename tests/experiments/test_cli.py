@@ -59,6 +59,7 @@ def test_malformed_toml_and_missing_file(tmp_path, capsys):
     assert "limits.start_rat" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_json_is_one_object_and_the_same_seed_gives_the_same_numbers():
     args = ["experiments.run", "loadtest-copies", "--set", "duration_s=5", "--seed", "3", "--json"]
     a, b = cli(*args), cli(*args)
@@ -93,6 +94,7 @@ def test_human_output_for_every_model(capsys, args, shows):
     assert shows in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_bench_quick_runs():
     r = cli("experiments.bench", "--quick", "--repeat", "1", "--json")
     assert r.returncode == 0, r.stderr
@@ -113,6 +115,7 @@ def test_bench_quick_runs():
     assert mmc["ratio"] == pytest.approx(rates, abs=1e-3)  # both rates are rounded to integers, the ratio to 0.001
 
 
+@pytest.mark.slow
 def test_calibration_fit_quick_writes_a_parameter_file_that_run_accepts(tmp_path, capsys):
     out = tmp_path / "fitted.toml"
     r = cli("calibration.fit", "--quick", "--seeds", "1", "--jobs", "1", "--out", str(out))

@@ -109,6 +109,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     return table(folder)
 
 
+@pytest.mark.slow
 def test_a_sweep_on_a_dask_cluster_gives_the_rows_of_one_job(cluster, reference, tmp_path, capsys):
     out = tmp_path / "d"
     assert sweep.main([*TINY, "--executor", cluster.executor, "--out", str(out)]) == 0
@@ -120,6 +121,7 @@ def test_a_sweep_on_a_dask_cluster_gives_the_rows_of_one_job(cluster, reference,
     assert "Traceback" not in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_sweep_loses_and_duplicates_no_row(cluster, tmp_path):
     out = tmp_path / "k"
     cmd = [sys.executable, "-m", "experiments.sweep", *SLOW, "--executor", cluster.executor, "--out", str(out)]
@@ -150,6 +152,7 @@ def test_a_worker_killed_mid_sweep_loses_and_duplicates_no_row(cluster, tmp_path
     pd.testing.assert_frame_equal(table(out), table(tmp_path / "one"))
 
 
+@pytest.mark.slow
 def test_dask_local_gives_the_rows_of_one_job(reference, tmp_path):
     out = tmp_path / "l"
     assert sweep.main([*TINY, "--executor", "dask-local", "--jobs", "2", "--out", str(out)]) == 0
@@ -171,6 +174,7 @@ def test_a_bad_executor_exits_2_with_one_line(tmp_path, capsys, executor, says):
     assert e.value.code == 2 and says in err and err.count("\n") == 1, err
 
 
+@pytest.mark.slow
 def test_an_unreachable_address_exits_2_with_one_line_within_seconds(tmp_path):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -182,6 +186,7 @@ def test_an_unreachable_address_exits_2_with_one_line_within_seconds(tmp_path):
     assert run.stderr.count("\n") == 1, run.stderr
 
 
+@pytest.mark.slow
 def test_an_address_that_is_not_a_dask_scheduler_exits_2(tmp_path):
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
@@ -203,6 +208,7 @@ def test_an_address_that_is_not_a_dask_scheduler_exits_2(tmp_path):
     assert "is not a Dask scheduler" in run.stderr and run.stderr.count("\n") == 1, run.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", ["dask-local", "dask://127.0.0.1:8786"])
 def test_without_the_cluster_extra_a_dask_executor_exits_2_naming_it(tmp_path, executor):
     # Dask not installed: its import fails, as it does in an environment without the extra

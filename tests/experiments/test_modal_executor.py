@@ -86,6 +86,7 @@ def test_a_sweep_on_modal_gives_the_rows_of_jobs_1_and_resumes(tmp_path, monkeyp
     assert again.inputs == [] and len(rows(out)) == 4
 
 
+@pytest.mark.slow
 def test_modal_without_credentials_exits_2_with_one_line(tmp_path):
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MODAL_")}
     env["HOME"] = str(tmp_path)  # no ~/.modal.toml

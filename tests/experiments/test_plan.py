@@ -114,6 +114,7 @@ def _options(argv: list[str]) -> dict:
     return opts
 
 
+@pytest.mark.slow
 def test_the_plan_compares_every_way_and_picks_the_cheapest_that_meets_it(plan):
     out, _ = plan
     ways = {r["way"]: r for r in out["ways"]}
@@ -130,6 +131,7 @@ def test_the_plan_compares_every_way_and_picks_the_cheapest_that_meets_it(plan):
         assert r["cost_per_month"] == pytest.approx(r["cost_per_hour"] * 730)
 
 
+@pytest.mark.slow
 def test_the_plan_page_renders_its_figures_and_tables_in_chromium(plan, tmp_path):
     _, out = plan
     page = out / "plan.html"

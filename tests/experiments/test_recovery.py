@@ -25,6 +25,7 @@ def test_callers_that_drop_recover_at_once_and_lose_work_while_retrying_ones_los
     assert s["orbit"].max() > 1000 and s["orbit"][-1] < 10  # the orbit fills in the spike and drains
 
 
+@pytest.mark.slow
 def test_timeouts_with_retries_make_a_spike_a_lasting_outage_that_neither_alone_does():
     # metastability (Bronson et al., HotOS'21): work of exactly 1 s on ten warm containers at 70% load, a pending cap
     # of 50 (5 s of queue). A ×2 spike fills the queue; a caller that gives up after 4 s abandons an input the
@@ -59,6 +60,7 @@ def test_bad_recovery_options_exit_2(capsys):
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_the_recovery_page_holds_the_answer_and_its_figure_and_renders_in_chromium(tmp_path):
     argv = ["recovery", "--policies", "none@4,backoff:5@4", "--spikes", "2", "--seeds", "1"]
     assert whatif.main([*argv, "--set", "work=constant(1)", "--out", str(tmp_path)]) == 0

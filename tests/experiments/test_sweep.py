@@ -112,6 +112,7 @@ def test_a_failing_point_records_its_error_and_the_rest_complete(tmp_path):
     assert t[t["limits.start_rate"] != -1]["calls_per_s"].notna().all()
 
 
+@pytest.mark.slow
 def test_a_killed_sweep_resumes_without_losing_or_duplicating(tmp_path):
     out = tmp_path / "o"
     cmd = [
@@ -155,6 +156,7 @@ def test_a_killed_sweep_resumes_without_losing_or_duplicating(tmp_path):
     assert len(pd.read_parquet(out / "results.parquet")) == 6
 
 
+@pytest.mark.slow
 def test_quick_sweep_report_embeds_every_figure_and_each_png_has_data(tmp_path):
     out = tmp_path / "quick"
     assert sweep.main(["--quick", "--out", str(out)]) == 0
@@ -219,6 +221,7 @@ def test_jobs_are_capped_by_the_runs_and_it_says_so(tmp_path, capsys):
     assert "--jobs 64 capped at 2" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_killed_sweep_leaves_no_worker_behind(tmp_path):
     # a sweep of long runs on 2 workers; SIGKILL the sweep once its workers run; the workers must go too
     cmd = [sys.executable, "-m", "experiments.sweep", "loadtest-copies", "--factor", "clients.count=8,9,10,11"]

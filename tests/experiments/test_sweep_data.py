@@ -103,6 +103,7 @@ def test_a_column_the_table_did_not_expect_widens_it(tmp_path, capsys):
 # --- 2. one writer per --out -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_sweeps_on_one_out_cannot_both_write(tmp_path):
     out = tmp_path / "shared"
     cmd = [sys.executable, "-m", "experiments.sweep", "loadtest-spawn", "--set", "duration_s=1", "--set"]
@@ -240,6 +241,7 @@ def test_a_report_with_nothing_to_plot_says_so(small_table, tmp_path, capsys, ho
     assert (tmp_path / "report" / "summary.csv").exists()
 
 
+@pytest.mark.slow
 def test_a_report_with_something_to_plot_has_its_figures(small_table, tmp_path, capsys):
     assert report.main([str(small_table / "results.csv"), "--out", str(tmp_path / "report")]) == 0
     assert "nothing to plot" not in capsys.readouterr().err

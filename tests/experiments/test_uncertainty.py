@@ -105,6 +105,7 @@ def test_the_users_run_is_one_of_the_runs_and_the_same_run_runs_once(tmp_path):
     assert doc["runs"] == 6
 
 
+@pytest.mark.slow
 def test_a_sweep_with_uncertainty_runs_each_point_under_the_envelope_and_reports_ranges(tmp_path):
     from experiments import sweep
 
@@ -194,6 +195,7 @@ def test_a_question_takes_the_figures_of_its_nearest_reference_way(tmp_path):
     assert p.nearest(scenario("loadtest-batching", [], [])) == ["spawn", "copies"]  # no batching way: every one
 
 
+@pytest.mark.slow
 def test_the_plausible_models_figures_are_recorded_and_bound_the_range(tmp_path, capsys):
     from calibration import plausible
 

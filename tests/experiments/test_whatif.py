@@ -24,6 +24,7 @@ def p99_mean(scenario: str, sets: dict, seeds: int) -> tuple[float, int]:
     return float(np.mean([r["added_latency_p99_s"] for r in runs])), sum(r["errors_total"] for r in runs)
 
 
+@pytest.mark.slow
 def test_capacity_answers_the_fewest_copies_and_one_fewer_fails(capsys):
     out = ask(capsys, "capacity", "--rate", "500", "--p99", "2", "--seeds", "2", "--set", "duration_s=60")
     ((key, best),) = out["answer"].items()
@@ -39,6 +40,7 @@ def test_capacity_answers_the_fewest_copies_and_one_fewer_fails(capsys):
     assert out["chosen"]["cost_usd"] == pytest.approx(out["chosen"]["container_seconds"] * (0.0000131 + 0.00000222))
 
 
+@pytest.mark.slow
 def test_autoscaler_answers_the_cheapest_settings_and_every_cheaper_one_fails(capsys, tmp_path):
     out = ask(
         capsys,

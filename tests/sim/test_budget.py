@@ -22,6 +22,7 @@ from tests.support import ROOT, one_line, run_module
 STORM = ["clients.retry=backoff", "clients.backoff_base_s=0.001", "clients.backoff_max_s=0.001"]
 
 
+@pytest.mark.slow
 def test_a_retry_storm_of_8000_clients_retrying_every_millisecond_ends_with_the_budgets_line():
     sets = [a for s in STORM for a in ("--set", s)]
     r = run_module("experiments.run", "loadtest-remote", *sets)
@@ -38,11 +39,13 @@ def over_budget(name: str, *sets: str) -> str:
     return str(e.value)
 
 
+@pytest.mark.slow
 def test_a_retry_storm_on_the_server_path_ends_with_the_budgets_line():
     err = over_budget("loadtest-server", *STORM, "server.max_concurrency=1")
     assert err.startswith("run budget:") and "retries" in err and "SCALESIM_BUDGET" in err, err
 
 
+@pytest.mark.slow
 def test_a_control_loop_of_the_sandbox_models_ends_with_the_budgets_line():
     # a million nodes renewing their leases every 10 s: 100,000 renewals a simulated second, booked in one event
     err = over_budget("sandboxes-k8s", "fleet.workers=1000000", "sandboxes.count=2000")
@@ -79,6 +82,7 @@ def test_a_trace_is_sized_by_the_minutes_it_draws_whole(tmp_path):
     assert r.returncode == 2 and "run size" in err and "1e+11" in err, err
 
 
+@pytest.mark.slow
 def test_a_drain_of_ten_million_calls_is_refused_in_seconds():
     r = run_module("experiments.whatif", "drain", "--calls", "10000000")
     err = one_line(r.stderr)
@@ -101,6 +105,7 @@ def test_the_engine_checks_its_budget_every_2_16_events_and_names_what_grew():
             sim.charge(2**16, "loop")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, sets",
     [
@@ -140,6 +145,7 @@ def test_a_sweep_is_sized_before_it_starts(tmp_path):
     spec.check_size(spec.load_spec(None))  # the default sweep (40 points × 3 seeds) is within it
 
 
+@pytest.mark.slow
 def test_a_refused_sweep_writes_nothing(tmp_path):
     out = tmp_path / "out"
     r = run_module("experiments.sweep", "--seeds", "99999999999999999999999", "--out", str(out))

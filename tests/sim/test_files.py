@@ -218,6 +218,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=60)  # hang guard
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "reader",
     ["scenario", "params", "spec", "results-csv", "empirical", "trace"],
@@ -237,6 +238,7 @@ def test_a_named_pipe_ends_the_real_command_in_seconds(tmp_path, reader):
     assert "\n" not in err and "named pipe" in err and f.name in err, err
 
 
+@pytest.mark.slow
 def test_deep_toml_ends_the_real_command_in_seconds(tmp_path):
     f = special(tmp_path / "deep.toml", "deep")
     for args in (["experiments.run", str(f)], ["experiments.run", "mmc", "--set", "x=" + "[" * 5000]):

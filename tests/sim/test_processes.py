@@ -140,6 +140,7 @@ def test_a_killed_run_leaves_no_process_and_its_output_ends(sig):
 SWEEP = ["experiments.sweep", *RUN[1:], "--factor", "clients.count=300,400", "--no-report", "--out", "s"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "says"),
     [
@@ -213,6 +214,7 @@ COMMANDS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_ctrl_c_is_one_line_and_exit_130(name, tmp_path, request):
     args, workers = COMMANDS[name]
@@ -249,6 +251,7 @@ def test_ctrl_c_while_a_command_loads_is_one_line():
             pytest.skip("it had loaded already: the one line came from main_guard, not from the loading handler")
 
 
+@pytest.mark.slow
 def test_a_dask_local_sweeps_ctrl_c_is_one_line(tmp_path):
     pytest.importorskip("distributed")
     args = ["experiments.sweep", *RUN[1:], "--factor", "clients.count=300,400"]

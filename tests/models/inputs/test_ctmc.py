@@ -200,6 +200,7 @@ def test_chain_without_scaledown_is_erlang_c(lam, c):
     assert eq["utilization"] == pytest.approx(lam / c, rel=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting", SETTINGS, ids=[s.name for s in SETTINGS])
 def test_autoscaler_matches_modals_chain(setting: Setting, monkeypatch: pytest.MonkeyPatch):
     # a sample of the monitor every 2 s rather than its default 1,000 per run: a tighter time average of containers

@@ -32,6 +32,7 @@ def test_no_invariant_fires_on_a_preset(name):
     assert invariants.violations(sc, out, m) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, sets",
     [
@@ -132,6 +133,7 @@ def test_a_violation_ends_the_run_with_one_line_and_exit_1(monkeypatch):
     assert main_guard("prog", raising) == 1
 
 
+@pytest.mark.slow
 def test_the_steady_rate_is_what_the_binding_limit_allows():
     # spawn is bound by its start limit once its containers are there: after the warm-up MSER-5 finds (the first
     # starts, the first backs, the containers added one a decision), the calls back per second are the start rate,
@@ -212,6 +214,7 @@ def test_backoffs_past_the_window_count_only_their_part_in_it():
     assert 0 <= huge["binding_share"] <= 1 and huge["binding_limit"] == "accept_rate"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("horizon", [1e7, 1e8, 1e9])
 def test_the_invariants_allow_the_clocks_rounding_at_long_horizons(horizon):
     """At t = 1e9 s the clock holds a time to 1.2e-7 s: a response less its work can read a few ulps below the legs'

@@ -73,6 +73,7 @@ PRESETS = {
 TOL = 0.02  # common random numbers: what is left is the runs' own noise
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", PRESETS)
 def test_calls_back_never_fall_with_more_clients_unless_a_limit_refuses_more(preset):
     """Calls back per second, over a sweep of clients (60 s, seed 0): more clients bring fewer calls back only where

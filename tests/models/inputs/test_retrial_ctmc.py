@@ -138,6 +138,7 @@ def test_without_an_orbit_the_chain_is_erlangs_loss_system():
     assert eq["busy"] == pytest.approx(0.5, rel=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting", SETTINGS, ids=[s.name for s in SETTINGS])
 def test_retrying_callers_match_the_retrial_queues_chain(setting: Setting):
     eq = setting.chain().equilibrium()

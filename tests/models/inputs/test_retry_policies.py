@@ -60,6 +60,7 @@ def test_a_fixed_delay_paces_a_clients_retries():
     assert np.all(wait >= (retried["attempts"].to_numpy() - 1) * 0.2 - 1e-9)
 
 
+@pytest.mark.slow
 def test_an_immediate_retry_storm_ends_with_the_budgets_line():
     cmd = [sys.executable, "-m", "experiments.run", "loadtest-remote", "--set", "clients.retry=immediate"]
     cmd += ["--set", "limits.sync_accept_rate=1", "--set", "limits.sync_accept_burst=1"]
@@ -68,6 +69,7 @@ def test_an_immediate_retry_storm_ends_with_the_budgets_line():
     assert "run budget" in r.stderr and "retries" in r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting", ["clients.retry_delay_s=0", "clients.max_attempts=-1", "clients.retry=often"])
 def test_bad_retry_values_exit_2_naming_the_key(setting):
     cmd = [sys.executable, "-m", "experiments.run", "loadtest-remote", "--set", setting]

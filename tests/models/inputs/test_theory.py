@@ -11,6 +11,7 @@ from models.inputs.summary import Window, summarize
 from tests.support import ci95, columns, erlang_c_wait, preset
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recursion", [True, False], ids=["recursion", "events"])  # models/inputs/fifo.py
 @pytest.mark.parametrize("lam, c", [(5.0, 10), (8.0, 10), (9.0, 10)])
 def test_mmc_mean_wait_matches_erlang_c(lam, c, recursion, monkeypatch):
@@ -22,6 +23,7 @@ def test_mmc_mean_wait_matches_erlang_c(lam, c, recursion, monkeypatch):
     assert abs(mean - theory) <= half, f"ρ={lam / c}: simulated {mean:.4f} ± {half:.4f}, Erlang C {theory:.4f}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reference", ["heapq_mmc", "simpy_mmc", "engine_mmc"])
 def test_bench_reference_queues_are_mmc(reference):
     # the speed bench's yardsticks (experiments/bench.py) are M/M/c queues: a ratio against them means something

@@ -89,6 +89,7 @@ def test_abandoned_inputs_keep_the_container_busy_and_retries_add_inputs():
     assert m["rejections_by_kind"]["timeout"] == m["abandoned"]  # each timed-out try left its input behind
 
 
+@pytest.mark.slow
 def test_timeouts_with_retries_turn_a_stable_function_into_a_storm_the_budget_stops():
     # utilization 7/8 without timeouts; with a 3 s deadline and a retry every 0.5 s each timed-out call adds an
     # input while its abandoned one still runs: the load passes the capacity and never comes back
@@ -102,6 +103,7 @@ def test_timeouts_with_retries_turn_a_stable_function_into_a_storm_the_budget_st
     assert "run budget" in r.stderr and "timed-out tries" in r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sets",
     [
@@ -130,6 +132,7 @@ def test_timeouts_are_refused_where_they_are_not_modelled(preset):
 RETRIES = ["none", "backoff", "exponential", "fixed", "random", "immediate"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("retry", RETRIES)
 @pytest.mark.parametrize("approach", ["remote", "spawn"])
 @pytest.mark.parametrize("timeout", [3.0])

@@ -20,6 +20,7 @@ def run(name: str, *sets: str, seed: int = 0) -> tuple[dict, dict]:
     return loadtest.run(preset(name, *sets), seed=seed, series=series), series
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shortcuts", ["all", "none"])
 def test_the_cap_binds_and_holds_across_app_copies(shortcuts):
     free, free_series = run("loadtest-copies", f"shortcuts={shortcuts}")

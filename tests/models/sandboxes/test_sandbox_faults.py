@@ -87,6 +87,7 @@ def test_a_v2_scheduler_fleet_absorbs_one_death_while_a_single_scheduler_stops()
     assert one["retries"] > 0
 
 
+@pytest.mark.slow
 def test_a_stream_stall_costs_rejections_only_where_workers_fill():
     full = ("sandboxes-v2", "sandboxes.count=20480", "fleet.workers=160")  # 160 × 128 slots: the burst fills them
     stall = ("faults.stream_stall_at_s=0.2", "faults.stream_stall_s=5")
@@ -138,6 +139,7 @@ def cli(*sets: str) -> subprocess.CompletedProcess:
     return subprocess.run(args, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("setting", "names"),
     [
@@ -198,6 +200,7 @@ def test_the_model_shortcuts_do_not_apply_with_a_fault():
         assert {"calendar", "delay_lines"} <= used  # the engine's keep the order of events whatever the model does
 
 
+@pytest.mark.slow
 def test_a_scheduler_outage_that_would_retry_without_end_is_refused_before_it_runs():
     p = cli(
         "scheduler.count=1",

@@ -45,6 +45,7 @@ def test_every_sandbox_is_created_once(name):
     assert m == again | {"wall_s": m["wall_s"]}  # the same seed, the same numbers
 
 
+@pytest.mark.slow
 def test_v2_headline_one_million_under_a_minute_bound_by_the_client():
     m = sandboxes("sandboxes-v2")
     assert m["sandboxes_created"] == 1_000_000
@@ -177,6 +178,7 @@ def test_placement_rate_grows_with_schedulers_until_the_client_binds():
     assert placement_rate(64) == pytest.approx(100_000, rel=0.05)  # as fast as the client issues
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "d, n, horizon, warmup",
     [
@@ -311,6 +313,7 @@ def test_bad_sandbox_input_exits_2(capsys):
     assert "scheduler.placement" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_compare_and_a_sandbox_sweep_end_to_end(tmp_path):
     import pandas as pd
 
@@ -340,6 +343,7 @@ def test_v2_timing_meets_the_blog_from_its_fitted_leg():
     assert preset("sandboxes-v2").scheduler.request_s == fitted
 
 
+@pytest.mark.slow
 def test_the_sandboxes_fit_writes_its_leg_and_residuals(tmp_path):
     out = tmp_path / "sandboxes.toml"
     assert fit_main(["sandboxes", "--seeds", "1", "--out", str(out)]) == 0
