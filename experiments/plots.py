@@ -5,19 +5,33 @@ one point's time series. ``draw`` picks the kind; experiments/report.py assemble
 from __future__ import annotations
 
 import zlib
+from functools import cache
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import FuncFormatter
 
 from models.inputs.approaches import PLAN_WAYS
 from sim.model import Figure, TimeSeries
 
-matplotlib.rcParams["text.parse_math"] = False  # titles and labels are text (a user's $ too), never mathtext
+if TYPE_CHECKING:
+    import matplotlib.pyplot as plt
+
+
+@cache
+def pyplot() -> ModuleType:
+    """matplotlib's pyplot, drawing off screen (Agg), titles and labels as plain text (a user's $ too, never
+    mathtext); imported on first use, not with this module: it takes a third of a second, which --help need not
+    pay."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    matplotlib.rcParams["text.parse_math"] = False
+    return plt
+
 
 # fixed colours, the same in every report and page: per way (an approach, app copies) and per limit
 WAY_COLOURS = {w.name: w.colour for w in PLAN_WAYS.values()}
@@ -65,6 +79,8 @@ def _xaxis(ax: plt.Axes, x: pd.Series, scale: str) -> None:
 def _plain_ticks(ax: plt.Axes) -> None:
     """A log axis's ticks as plain numbers (1, 10, 1,000): its default labels are mathtext, which this module turns
     off (``text.parse_math``), so they would print as ``$\\mathdefault{10^{1}}$``."""
+    from matplotlib.ticker import FuncFormatter
+
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 1 else f"{v:g}"))
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
 
@@ -98,6 +114,9 @@ def _reference(ax: plt.Axes, summary: pd.DataFrame, scale: str, column: str) -> 
 
 def fig_lines(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figure:
     """One panel per metric, a line per series with its 95% CI band; ``spec.reference`` dashed (the ideal)."""
+    plt = pyplot()
+    from matplotlib.ticker import FuncFormatter
+
     n = len(spec.metrics)
     fig, axes = plt.subplots(1, n, figsize=(7, 4.5) if n == 1 else (5 * n + 1, 4), squeeze=False)
     for ax, (metric, label) in zip(axes[0], spec.metrics, strict=True):
@@ -122,6 +141,7 @@ def fig_lines(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figure:
 
 
 def fig_errors(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figure:
+    plt = pyplot()
     kinds = [
         c[len("errors.") : -len("_mean")]
         for c in summary.columns
@@ -151,6 +171,7 @@ def fig_errors(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figure:
 
 
 def fig_utilization(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figure:
+    plt = pyplot()
     resources = sorted(
         c[len("utilization.") : -len("_mean")]
         for c in summary.columns
@@ -173,6 +194,7 @@ def fig_utilization(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figu
 
 
 def fig_binding(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figure:
+    plt = pyplot()
     variants = list(dict.fromkeys(summary["variant"]))
     scales = sorted(summary[scale].unique())
     fig, ax = plt.subplots(figsize=(1.1 * len(scales) + 2, 0.6 * len(variants) + 1.5))
@@ -204,6 +226,7 @@ def draw(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figure:
 
 def draw_timeseries(series: dict, spec: TimeSeries, label: str) -> plt.Figure:
     """One point's time series: ``spec.lines`` on the left axis, ``spec.right`` on a right one."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     t = series["t"]
     for key, name in spec.lines:

@@ -17,16 +17,12 @@ import platform
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from experiments.plots import draw, draw_timeseries
+from experiments.plots import draw, draw_timeseries, pyplot
 from experiments.results import model_name, read_results
 from models.registry import MODELS
 from models.runs import run_scenario
@@ -35,6 +31,9 @@ from sim.cli import ArgParser, human, main_guard, out_path
 from sim.files import check_out
 from sim.model import Figure, Model
 from sim.scenario import ScenarioError, build, flatten, schema_keys, set_dotted, to_dict
+
+if TYPE_CHECKING:
+    import matplotlib.pyplot as plt
 
 PACKAGES = ["scalesim", "simpy", "numpy", "scipy", "pandas", "matplotlib", "modal"]
 
@@ -58,6 +57,8 @@ def summarize(table: pd.DataFrame, scale: str | None, bottleneck: str = "") -> p
     mean = groups[numeric].mean()
     n = groups.size()
     sem = groups[numeric].std(ddof=1).div(np.sqrt(n), axis=0)
+    from scipy import stats  # here, not at the top: scipy.stats takes a third of a second to import
+
     t = pd.Series([stats.t.ppf(0.975, k - 1) if k > 1 else np.nan for k in n], index=n.index)
     ci = sem.mul(t, axis=0)
     if bottleneck in ok:
@@ -217,6 +218,7 @@ def make_report(
 ) -> Path:
     """Write the PNGs and report.html under ``out``; return the page's path. Factors other than ``scale`` split the
     series (a line per variant and value). The figures and tables are the ones the table's model declares."""
+    plt = pyplot()
     out.mkdir(parents=True, exist_ok=True)
     model: Model = MODELS[model_name(table)]
     notes: list[str] = []

@@ -9,21 +9,19 @@ import base64
 import html
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-from matplotlib.ticker import FuncFormatter
-
-from experiments.plots import LIMIT_COLOURS, WAY_COLOURS
+from experiments.plots import LIMIT_COLOURS, WAY_COLOURS, pyplot
 from experiments.whatif.pages import STYLE
 from models.inputs.approaches import PLAN_WAYS
 from sim import files
 
+if TYPE_CHECKING:
+    import matplotlib.pyplot as plt
+
 
 def _png(fig: plt.Figure, path: Path) -> str:
+    plt = pyplot()
     png = files.write_figure(fig, path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     data = base64.b64encode(png).decode()
@@ -36,6 +34,9 @@ def _money(v: float, _pos: Any = None) -> str:
 
 def frontier(out: dict, every: list[Any], path: Path) -> str:
     """Cost per hour against p99 of every configuration simulated, by way; the answer ringed; the p99 limit."""
+    plt = pyplot()
+    from matplotlib.ticker import FuncFormatter
+
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for way, colour in WAY_COLOURS.items():
         pts = [o for o in every if o.way == way and math.isfinite(o.mean("cost_per_hour"))]
@@ -81,6 +82,9 @@ def frontier(out: dict, every: list[Any], path: Path) -> str:
 
 def headroom(out: dict, path: Path) -> str:
     """Each way's use of each limit at the target rate, against the line of 1 − headroom."""
+    plt = pyplot()
+    from matplotlib.ticker import FuncFormatter
+
     ways = out["ways"]
     limits = [k for k in LIMIT_COLOURS if any(k in r["limits_used"] for r in ways)]
     fig, ax = plt.subplots(figsize=(8, 0.6 + 0.55 * len(ways) * max(1, len(limits)) / 2))

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
 from tqdm import tqdm
 
 from experiments import uncertainty
@@ -130,6 +129,8 @@ def _mean_ci(vals: list[float]) -> tuple[float | None, float | None]:
     mean = float(np.mean(vals))
     if len(vals) < 2:
         return mean, None
+    from scipy import stats  # here, not at the top: scipy.stats takes a third of a second to import
+
     return mean, float(stats.t.ppf(0.975, len(vals) - 1) * np.std(vals, ddof=1) / math.sqrt(len(vals)))
 
 
