@@ -124,13 +124,15 @@ HALF_RTT = Free(
     0.005,
     2.0,
     0.1,
-    fmt="lognormal({:.4g}, 0.3)",  # the fitted median, a spread of σ 0.3 (an assumption: models/inputs/overhead.py)
+    # the fitted median, a spread of σ 0.3 (an assumption: models/inputs/platform/overhead.py)
+    fmt="lognormal({:.4g}, 0.3)",
     also=("overhead.result",),
 )
 # The server's CPU per request besides its sleep, on @app.server(cpu=1)'s one core (docs/sources.md §1).
 SERVER_CPU = Free("cpu_per_request_s", "server.cpu_per_request_s", 0.0002, 0.05, 0.004, (0.002, 0.006))
 START_BURST = Free("start_burst", "limits.start_burst", 1.0, 20000.0, 100.0, (10.0, 1000.0))
-# The rate falls back as fast as it ramped up (an assumption: models/inputs/startlimit.py), so the two move together.
+# The rate falls back as fast as it ramped up (an assumption: models/inputs/platform/startlimit.py), so the two move
+# together.
 START_RAMP = Free(
     "start_ramp_per_s",
     "limits.start_ramp_per_s",
@@ -144,7 +146,7 @@ START_RAMP = Free(
 # A scale-from-zero decision that waits a short window for the inputs the network legs spread out (models/inputs/
 # autoscaler.py ``gather_s``).
 GATHER = Free("gather_s", "autoscaler.gather_s", 0.01, 5.0, 0.3, (0.1, 1.0))
-# Containers added per decision at most (models/inputs/autoscaler.py ``scaleup_step``; undocumented, as a
+# Containers added per decision at most (models/inputs/platform/autoscaler.py ``scaleup_step``; undocumented, as a
 # Kubernetes HPA's scale-up policy caps pods added per period): an integer, searched on a log scale.
 STEP = Free("scaleup_step", "autoscaler.scaleup_step", 1.0, 64.0, 4.0, (2.0, 8.0), fmt="{:.0f}")
 # Where a ramp carries the rate up, the base rate starts near the doc's "about 200/s" (docs/sources.md §1);
@@ -155,7 +157,7 @@ RAMP_BASE = replace(START_RATE, start=200.0, grid=(200.0, 500.0))
 # Every mechanism's switch in its "off" position (the model with none of the mechanisms); a candidate turns some on.
 OFF = {
     "limits.start_ramp_per_s": "0",
-    "limits.start_rate_max": "833",  # a ramp's ceiling (models/inputs/startlimit.py): with no ramp, no effect
+    "limits.start_rate_max": "833",  # a ramp's ceiling (models/inputs/platform/startlimit.py): with no ramp, no effect
     "limits.start_relax_per_s": "0",
     "autoscaler.scaleup_step": "1",
     "autoscaler.burst_aware": "false",

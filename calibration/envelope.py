@@ -1,16 +1,15 @@
 """The envelope of a fit: what its runs covered, written beside the fitted parameters.
 
-``calibration.fit --out`` writes it as the parameter file's ``[envelope]`` table (models/inputs/envelope.py's keys,
-which a run is compared with): the most clients, calls in flight per client, app copies and ideal calls/s, and the
-longest duration, of the experiments the fit was scored on (the reference load test's approaches, a trace's
-experiment), and the longest backlog and most containers those experiments had at the kept parameters, over the
-fit's seeds.
+``calibration.fit --out`` writes it as the parameter file's ``[envelope]`` table (models/inputs/checks/envelope.py's
+keys, which a run is compared with): the most clients, calls in flight per client, app copies and ideal calls/s, and the
+longest duration, of the experiments the fit was scored on (the reference load test's approaches, a trace's experiment),
+and the longest backlog and most containers those experiments had at the kept parameters, over the fit's seeds.
 """
 
 from __future__ import annotations
 
 from calibration.objective import Experiment, Runner, simulate
-from models.inputs.envelope import copies
+from models.inputs.checks.envelope import copies
 from models.runs import load_scenario
 
 MEASURED = ("backlog_longest_s", "containers_peak")  # what the runs measure (the rest is in their scenarios)

@@ -1,6 +1,6 @@
 """A calibration run's plan (calibration/run.py; each way's, calibration/ways): the apps it deploys, the containers it
-may use, what it costs at most (docs/sources.md §6's prices, models/inputs/billing.py), and the same in a few lines for
-``--dry-run``."""
+may use, what it costs at most (docs/sources.md §6's prices, models/inputs/platform/billing.py), and the same in a few
+lines for ``--dry-run``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from models.inputs.billing import CPU_PRICE, MEMORY_PRICE, BillingParams
+from models.inputs.platform.billing import CPU_PRICE, MEMORY_PRICE, BillingParams
 
 PROG = "calibration.run"
 DATA = Path(__file__).resolve().parent / "data"
@@ -48,7 +48,8 @@ class Plan:
         return BillingParams(self.cpu, self.memory_mib / 1024, 0.0, cpu_price, memory_price)
 
     def cost(self, cpu_price: float = CPU_PRICE, memory_price: float = MEMORY_PRICE) -> float:
-        """Upper-bound cost in $: container-seconds at docs/sources.md §6's prices (models/inputs/billing.py)."""
+        """Upper-bound cost in $: container-seconds at docs/sources.md §6's prices
+        (models/inputs/platform/billing.py)."""
         return self.prices(cpu_price, memory_price).money(self.container_seconds)
 
 

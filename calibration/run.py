@@ -41,7 +41,7 @@ from calibration import design
 from calibration.plan import DATA, PROG, Plan, app_name, default_run_id, describe
 from calibration.ways import WAYS
 from calibration.ways.base import Option, RunFailed
-from models.inputs.billing import CPU_PRICE, MEMORY_PRICE
+from models.inputs.platform.billing import CPU_PRICE, MEMORY_PRICE
 from sim.cli import ArgParser, main_guard, one_line, out_path
 from sim.files import check_out
 from sim.scenario import ScenarioError

@@ -6,13 +6,13 @@
   and how the wall time grows with sandboxes (125,000 to 1,000,000 on 20,000 workers) and with workers (10,000 to
   640,000 for 250,000 sandboxes): the exponent of a least-squares line through log(wall) against log(size).
 - mmc: the project's M/M/c model (the ``mmc`` preset through the full model: a fixed pool under an open loop, which
-  models/inputs/fifo.py serves by the workload recursion) against a plain heapq M/M/c event loop written here, on
-  the same workload (same arrival rate, service distribution, servers and horizon, numbers drawn in batches as the
-  model does) in the same process, at c = 10 (λ = 9/s) and c = 100 (λ = 90/s). The figure is the ratio of customers
-  per wall second, model ÷ loop: 1.0 means as fast as a hand-rolled event loop. Also the same run on the Function's
-  events with no shortcut at all (``shortcuts = "none"``: neither the recursion nor the engine's calendar and delay
-  lines), as any scenario that is not such a queue runs, and the same queue written
-  on SimPy's own loop as callbacks on timeouts (``simpy_mmc``), both as ratios to the loop.
+  models/inputs/platform/fifo.py serves by the workload recursion) against a plain heapq M/M/c event loop written here,
+  on the same workload (same arrival rate, service distribution, servers and horizon, numbers drawn in batches as the
+  model does) in the same process, at c = 10 (λ = 9/s) and c = 100 (λ = 90/s). The figure is the ratio of customers per
+  wall second, model ÷ loop: 1.0 means as fast as a hand-rolled event loop. Also the same run on the Function's events
+  with no shortcut at all (``shortcuts = "none"``: neither the recursion nor the engine's calendar and delay lines), as
+  any scenario that is not such a queue runs, and the same queue written on SimPy's own loop as callbacks on timeouts
+  (``simpy_mmc``), both as ratios to the loop.
 - loadtest scale: the reference load test grown with app copies (one copy per client, 1,000 calls in
   flight each, 60 s), at 1,000 clients (about 10 million calls) in a fresh process (wall, peak memory), its
   independent parts on one process and on two (``--jobs 2``: models/inputs/parts.py), and the exponent of

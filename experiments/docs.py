@@ -314,7 +314,9 @@ def declarations() -> list[tuple[str, Metrics]]:
     tests/test_layout.py follows imports); tests/docs/test_docs.py checks that no other module of sim or models declares
     any."""
     from models import coldstart
-    from models.inputs import loadtest, monitor, overhead, parts, recovery, summary
+    from models.inputs import loadtest, parts, summary
+    from models.inputs.checks import recovery
+    from models.inputs.platform import monitor, overhead
     from models.sandboxes import faults as sandbox_faults
     from models.sandboxes import summary as sandbox_summary
     from sim import metrics

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from models.inputs.approaches import APPROACHES
-from models.inputs.function import ASYNC, SYNC
+from models.inputs.platform.function import ASYNC, SYNC
 from models.runs import load_scenario, run_scenario
 from sim import files
 from sim.cli import cap_jobs
@@ -60,7 +60,7 @@ def plausible_file(params: list[str]) -> Path:
 # Assumptions no fit reads, carried as ranges: the accept bursts, from what the reference test had accepted at once
 # without an error (docs/sources.md §1: 1,000 synchronous calls per copy, 8,000 spawns) to an assumed five times that,
 # by the call style that reads each; and what the modal client does with a refusal by the accept limits, which
-# Modal does not publish (models/inputs/clients.py ``on_rate_limit``), for single calls on the Function path.
+# Modal does not publish (models/inputs/callers/clients.py ``on_rate_limit``), for single calls on the Function path.
 ACCEPT_BURSTS = {
     SYNC: ("limits.sync_accept_burst", 1000.0, 5000.0),
     ASYNC: ("limits.async_accept_burst", 8000.0, 40000.0),

@@ -202,7 +202,7 @@ class Starter:
         return self.cp.program.pages_mib / (self.cp.snapshot_write_gibps * GIB)
 
     def sampler(self, clock: Callable[[], float]) -> Callable[[], float]:
-        """Cold-start durations for the input plane's autoscaler (models/inputs/autoscaler.py)."""
+        """Cold-start durations for the input plane's autoscaler (models/inputs/platform/autoscaler.py)."""
         return lambda: self.start(clock())["total"]
 
 

@@ -1,16 +1,16 @@
 """The simulation clock: a SimPy environment driven by one lean loop, with cheap callbacks for hot paths.
 
-SimPy processes read best for slow control loops (the monitor); per-call paths run millions of events, and a
-generator process costs several times a plain callback, so hot paths use callbacks. Every entry of the event heap
-is ``(time, priority, id, fn, arg)``, ordered by (time, priority, id) (ids are unique, so ``fn`` is never compared),
-and ``Sim.run`` is one loop: pop the earliest entry, set the clock, call ``fn(arg)``. ``Sim.call_at`` and
-``Sim.call_in`` push such entries; SimPy's own events are pushed by its environment's ``schedule`` as
-``(time, priority, id, _step, event)``, and ``_step`` processes one exactly as ``simpy.Environment.step`` does. So
-callbacks and processes share one clock and one ordering. (Use ``Sim.run``, not ``env.run``: SimPy's loop does not
-know these entries.) ``Sim.schedule`` is ``call_at`` with a ``Handle`` whose ``cancel()`` makes the entry do nothing
-when its time comes (lazy deletion: nothing is searched for or removed, and ``call_at`` itself pays nothing for it).
-A per-call hot path may inline ``call_at``: while ``len(sim.heap) < sim.direct`` it is exactly
-``heappush(sim.heap, (t, NORMAL, next(sim.ids), fn, arg))``, else call it (models/inputs/function.py, arrivals.py).
+SimPy processes read best for slow control loops (the monitor); per-call paths run millions of events, and a generator
+process costs several times a plain callback, so hot paths use callbacks. Every entry of the event heap is ``(time,
+priority, id, fn, arg)``, ordered by (time, priority, id) (ids are unique, so ``fn`` is never compared), and ``Sim.run``
+is one loop: pop the earliest entry, set the clock, call ``fn(arg)``. ``Sim.call_at`` and ``Sim.call_in`` push such
+entries; SimPy's own events are pushed by its environment's ``schedule`` as ``(time, priority, id, _step, event)``, and
+``_step`` processes one exactly as ``simpy.Environment.step`` does. So callbacks and processes share one clock and one
+ordering. (Use ``Sim.run``, not ``env.run``: SimPy's loop does not know these entries.) ``Sim.schedule`` is ``call_at``
+with a ``Handle`` whose ``cancel()`` makes the entry do nothing when its time comes (lazy deletion: nothing is searched
+for or removed, and ``call_at`` itself pays nothing for it). A per-call hot path may inline ``call_at``: while
+``len(sim.heap) < sim.direct`` it is exactly ``heappush(sim.heap, (t, NORMAL, next(sim.ids), fn, arg))``, else call it
+(models/inputs/platform/function.py, arrivals.py).
 
 Two shortcuts keep the heap small (a heap entry costs more the larger the heap: a pop and a push, 1.8 µs at 10,000
 entries, 5.6 µs at a million, on this project's bench machine; a load test holds one entry per call in flight). Each

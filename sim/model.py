@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 
 class InvariantViolated(RuntimeError):
-    """A run broke a rule its numbers must keep (each model's invariants: models/inputs/invariants.py): a bug in the
-    model, not bad input (exit 1, one line)."""
+    """A run broke a rule its numbers must keep (each model's invariants: models/inputs/checks/invariants.py): a bug in
+    the model, not bad input (exit 1, one line)."""
 
 
 class RunFunction(Protocol):

@@ -34,7 +34,7 @@ from scipy import stats
 from calibration.candidates import OFF
 from models.inputs import loadtest
 from models.inputs.loadtest import Scenario
-from models.inputs.monitor import REJECTION_LIMITS
+from models.inputs.platform.monitor import REJECTION_LIMITS
 from models.inputs.summary import ERROR_KINDS
 from models.runs import load_scenario
 from sim.scenario import build, merge, parse_value, set_dotted

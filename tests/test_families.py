@@ -17,9 +17,9 @@ import pytest
 
 from calibration.ways import WAYS
 from experiments.whatif import QUESTIONS
-from models.inputs import invariants
 from models.inputs.approaches import ALIASES, APPROACHES, PLAN_WAYS
 from models.inputs.approaches.base import Approach
+from models.inputs.checks import invariants
 from models.inputs.loadtest import SHORTCUTS as INPUTS_SHORTCUTS
 from models.inputs.loadtest import Scenario
 from models.registry import MODELS

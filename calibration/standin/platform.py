@@ -1,6 +1,6 @@
 """The stand-in's platform, in wall time: each deployed Function's input plane, its containers and its autoscaler.
 
-The mechanisms are the simulator's (docs/sources.md §1, models/inputs/function.py), run for real with known
+The mechanisms are the simulator's (docs/sources.md §1, models/inputs/platform/function.py), run for real with known
 parameters (``Params``, from a parameter file; calibration/standin/params.toml), so that a fit of the traces taken
 through the real modal client can be checked against the truth:
 

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from experiments.whatif.pages import words
 from experiments.whatif.search import Evaluation, Simulator
-from models.inputs.demand import parse_shape
+from models.inputs.callers.demand import parse_shape
 from models.runs import warn_extrapolated
 from sim.cli import ArgParser, add_set_option, cap_jobs, main_guard, out_path
 from sim.files import check_out

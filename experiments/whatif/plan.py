@@ -41,8 +41,8 @@ from experiments.whatif.base import P99, RATE, SHAPE, Flag, Search, positive, pr
 from experiments.whatif.plan_page import page, words
 from experiments.whatif.search import Simulator, busiest_minutes, peak_window, robustness, size_search
 from models.inputs.approaches import PLAN_WAYS
-from models.inputs.billing import HOURS_PER_MONTH
-from models.inputs.demand import parse_shape
+from models.inputs.callers.demand import parse_shape
+from models.inputs.platform.billing import HOURS_PER_MONTH
 from models.runs import warn_extrapolated
 from sim.scenario import ScenarioError
 

@@ -30,7 +30,7 @@ from tqdm import tqdm
 from experiments.spec import check_runs
 from experiments.whatif.base import Flag, Question, positive, print_answer
 from experiments.whatif.pages import STYLE
-from models.inputs.recovery import BAND, bin_for, recovery
+from models.inputs.checks.recovery import BAND, bin_for, recovery
 from models.registry import MODELS
 from models.runs import load_scenario, run_scenario
 from sim import files
@@ -133,7 +133,7 @@ def measure(scenario: str, sets: list[str], params: list[str], seed: int, band: 
     sc = load_scenario(scenario, sets, params)
     trigger = sc.arrivals.profile.trigger() if sc.load == "arrivals" else None
     if trigger is None:
-        trigger = sc.faults.trigger()  # a slow-down (models/inputs/faults.py)
+        trigger = sc.faults.trigger()  # a slow-down (models/inputs/platform/faults.py)
     if trigger is None:
         raise ScenarioError(
             "arrivals.shape: the recovery question needs a trigger: load = arrivals with a spike(...) shape, or a "

@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from experiments import uncertainty
 from experiments.spec import check_runs
-from models.inputs.demand import Shape, parse_shape
+from models.inputs.callers.demand import Shape, parse_shape
 from models.registry import MODELS
 from models.runs import load_scenario, run_scenario
 from sim.guard import OverBudget

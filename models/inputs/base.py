@@ -1,6 +1,6 @@
 """What the input plane's parts read of a load test's scenario: the ``Scenario`` protocol.
 
-The callers (models/inputs/clients.py, closedloop.py, arrivals.py), the FIFO queue (fifo.py), the approaches
+The callers (models/inputs/callers/clients.py, closedloop.py, arrivals.py), the FIFO queue (fifo.py), the approaches
 (approaches/) and the run's parts (parts.py) take a scenario of this shape and import this module, never the schema:
 the schema (models/inputs/loadtest.py's ``Scenario``, the one scenario class that satisfies the protocol) is built
 from the approaches, their names and their sections, so it sits above them all. An approach also reads its own sections
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from models.inputs import clients
-from models.inputs.autoscaler import AutoscalerParams
-from models.inputs.demand import ArrivalParams, TraceParams
-from models.inputs.function import FunctionParams, LimitParams
-from models.inputs.workspace import WorkspaceParams
+from models.inputs.callers import clients
+from models.inputs.callers.demand import ArrivalParams, TraceParams
+from models.inputs.platform.autoscaler import AutoscalerParams
+from models.inputs.platform.function import FunctionParams, LimitParams
+from models.inputs.platform.workspace import WorkspaceParams
 
 
 class Scenario(clients.Scenario, Protocol):

@@ -4,11 +4,12 @@ reference load test").
 The approach (``approach``: models/inputs/approaches/) says how calls are made and what they reach: ``remote``,
 ``spawn``, ``batching`` or ``server``; app copies (``function.copies``) are how the Function is deployed, with any of
 them (``approach = "copies"``, from when copies were an approach, is a deprecated alias of ``remote``). The load
-(``load``) is closed-loop clients (models/inputs/clients.py) or open-loop arrivals (models/inputs/arrivals.py). Each
-Function (models/inputs/function.py) accepts and starts inputs on containers that its autoscaler
-(models/inputs/autoscaler.py) adds and removes; a monitor (models/inputs/monitor.py) samples what limits the run. On
-the Function path each call may pay per-call overhead (``overhead``: models/inputs/overhead.py). A run of
-independent parts (app copies) runs as such: models/inputs/parts.py.
+(``load``) is closed-loop clients (models/inputs/callers/clients.py) or open-loop arrivals
+(models/inputs/callers/arrivals.py). Each Function (models/inputs/platform/function.py) accepts and starts inputs on
+containers that its autoscaler (models/inputs/platform/autoscaler.py) adds and removes; a monitor
+(models/inputs/platform/monitor.py) samples what limits the run. On the Function path each call may pay per-call
+overhead (``overhead``: models/inputs/platform/overhead.py). A run of independent parts (app copies) runs as such:
+models/inputs/parts.py.
 """
 
 from __future__ import annotations
@@ -17,22 +18,23 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from models.inputs import budget, invariants, parts
+from models.inputs import parts
 from models.inputs.approaches import ALIASES, APPROACHES
 from models.inputs.approaches.base import LOADS
-from models.inputs.autoscaler import AutoscalerParams
-from models.inputs.billing import BillingParams
-from models.inputs.clients import ClientParams
-from models.inputs.demand import ArrivalParams, TraceParams
-from models.inputs.envelope import EnvelopeParams, extrapolated
-from models.inputs.faults import FaultParams
-from models.inputs.function import FunctionParams, LimitParams
-from models.inputs.monitor import LIMIT_METRICS, diagnosis
-from models.inputs.overhead import OverheadParams
+from models.inputs.callers.clients import ClientParams
+from models.inputs.callers.demand import ArrivalParams, TraceParams
+from models.inputs.checks import budget, invariants
+from models.inputs.checks.envelope import EnvelopeParams, extrapolated
+from models.inputs.platform.autoscaler import AutoscalerParams
+from models.inputs.platform.billing import BillingParams
+from models.inputs.platform.faults import FaultParams
+from models.inputs.platform.function import FunctionParams, LimitParams
+from models.inputs.platform.monitor import LIMIT_METRICS, diagnosis
+from models.inputs.platform.overhead import OverheadParams
+from models.inputs.platform.workspace import WorkspaceParams
 from models.inputs.shortcut_names import PARTS
 from models.inputs.shortcuts import SHAPES
 from models.inputs.summary import CALL_METRICS
-from models.inputs.workspace import WorkspaceParams
 from sim.dists import Dist, Uniform
 from sim.guard import UNGUARDED, Guard
 from sim.metrics import RUN, Metric, Metrics
@@ -258,7 +260,7 @@ MODEL = Model(
     label=lambda sc: f"approach {sc.approach}",
     metrics=lambda sc: METRICS,
     # calls over the run, the calls in flight at the start on top (a short run of a huge burst), and what costs as
-    # much as calls (models/inputs/budget.py)
+    # much as calls (models/inputs/checks/budget.py)
     size=budget.size,
     unit="calls",
     budget=10e6,  # app copies: 46 s and 0.5 GiB on the bench machine (23 s with --jobs 2); docs/explanation/speed.md

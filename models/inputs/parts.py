@@ -24,21 +24,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.inputs import faults
 from models.inputs.approaches import APPROACHES
 from models.inputs.base import Scenario
 from models.inputs.fanout import on_processes
-from models.inputs.monitor import BACKLOG, Monitor
+from models.inputs.platform import faults
+from models.inputs.platform.monitor import BACKLOG, Monitor
+from models.inputs.platform.workspace import Workspace
 from models.inputs.records import CallLog
 from models.inputs.shortcut_names import PARTS
 from models.inputs.summary import ERROR_KINDS, CallSummary, Window
-from models.inputs.workspace import Workspace
 from sim.engine import Sim
 from sim.guard import UNGUARDED, Guard
 from sim.metrics import RUN, Metric, Metrics
 from sim.rng import Streams
 
-MONITOR_DT = 0.5  # seconds between the monitor's samples (models/inputs/monitor.py) ...
+MONITOR_DT = 0.5  # seconds between the monitor's samples (models/inputs/platform/monitor.py) ...
 TAIL_STEPS = 10_000  # scaledown windows the idle tail may take (a pool with no load is down within a few)
 MONITOR_SAMPLES = 1000  # ... or longer, so that a long run takes at most this many
 
@@ -116,7 +116,9 @@ class Outcome:
     lost: dict[str, float]  # input-seconds lost to rejections, by kind
     counted: dict  # the metrics of COUNTED, combined by their declared rules
     records: dict[str, np.ndarray] | None
-    violations: list[str]  # what the part's Functions broke of their limits' bounds (models/inputs/invariants.py)
+    violations: list[
+        str
+    ]  # what the part's Functions broke of their limits' bounds (models/inputs/checks/invariants.py)
 
     def absorb(self, other: Outcome) -> None:
         """Add the outcome of the next part (its records aside: ``simulate`` joins them)."""

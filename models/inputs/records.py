@@ -76,8 +76,9 @@ class CallLog:
         return call
 
     def extend(self, issued: np.ndarray, work: np.ndarray, started: np.ndarray, finished: np.ndarray) -> None:
-        """Inputs of client 0 made and served in bulk, in order (models/inputs/fifo.py): those back (``finished``
-        not NaN) are folded into the summary at once; rows are kept for those still out (for all, if ``keep``)."""
+        """Inputs of client 0 made and served in bulk, in order (models/inputs/platform/fifo.py): those back
+        (``finished`` not NaN) are folded into the summary at once; rows are kept for those still out (for all, if
+        ``keep``)."""
         self._fold()  # the chunks closed before them go in first
         back = ~np.isnan(finished)
         n = int(back.sum())

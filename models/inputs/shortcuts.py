@@ -12,7 +12,7 @@ from typing import Any
 
 from models.inputs import shortcut_names as names
 from models.inputs.approaches import APPROACHES
-from models.inputs.demand import parse_shape
+from models.inputs.callers.demand import parse_shape
 from sim.shortcuts import Shortcut, any_of, constant, one_of, zero
 
 # Every key of the load test's schema at the time these shapes were proven (not read from the schema: see above).
@@ -98,7 +98,7 @@ FIFO = Shortcut(
     claim="rounding",  # every record to the bit; the summaries' sums are folded in blocks, not call by call
     rel_tol=1e-12,
     doc="the Kiefer-Wolfowitz workload recursion in blocks of arrivals instead of two events an input "
-    "(models/inputs/fifo.py)",
+    "(models/inputs/platform/fifo.py)",
 )
 
 IDLE_DECISIONS = Shortcut(
@@ -109,7 +109,7 @@ IDLE_DECISIONS = Shortcut(
     # what it engages on: the autoscaled pools of Functions (a fixed pool takes no decision; the web server's
     # pool is decided at every grid point)
     when=lambda sc: sc.function.containers == 0 and APPROACHES[sc.approach].calls_function,
-    doc="decisions that cannot change anything are not simulated (models/inputs/autoscaler.py)",
+    doc="decisions that cannot change anything are not simulated (models/inputs/platform/autoscaler.py)",
 )
 
 
@@ -134,7 +134,7 @@ ROUND_TRIPS = Shortcut(
     },
     claim="rounding",  # every record to the bit; a back is folded in later, so sums are added in another order
     rel_tol=1e-12,
-    doc="a call's way back and the next call's way out are one event, not two (models/inputs/closedloop.py)",
+    doc="a call's way back and the next call's way out are one event, not two (models/inputs/callers/closedloop.py)",
 )
 
 

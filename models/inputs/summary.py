@@ -13,8 +13,8 @@ import numpy as np
 from sim.metrics import Metric, Metrics, percentile_metrics
 from sim.stats import LogHistogram, finite, mean_ci95, mser5
 
-# Every kind of rejection or failure the input plane reports: accept limits (models/inputs/function.py), the HTTP
-# proxy (models/inputs/approaches/server.py) and a failed item of a batched chunk.
+# Every kind of rejection or failure the input plane reports: accept limits (models/inputs/platform/function.py), the
+# HTTP proxy (models/inputs/approaches/server.py) and a failed item of a batched chunk.
 ERROR_KINDS = ("rate_limited", "queue_full", "http_503", "http_429", "item_failed", "timeout", "container_crash")
 
 
@@ -72,8 +72,8 @@ _SUMS = (
     "in_system_calls_sum",
     "issued_inputs",
     "issued_calls",
-    # Little's law's window terms, calls-weighted (models/inputs/invariants.py): of the calls issued in the window
-    # and back, their time past its end; of those issued in it and never back, their time to its end; of those
+    # Little's law's window terms, calls-weighted (models/inputs/checks/invariants.py): of the calls issued in the
+    # window and back, their time past its end; of those issued in it and never back, their time to its end; of those
     # issued before it, their time in it
     "past_end_calls",
     "open_calls",

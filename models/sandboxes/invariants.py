@@ -1,6 +1,6 @@
 """What every sandbox-creation run's numbers must satisfy, checked at the end of every run (``check``): a violation is
 a bug in the model, not a result, and ends the run with ``InvariantViolated`` (exit 1, one line naming each broken
-rule; models/inputs/invariants.py is the load tests' counterpart).
+rule; models/inputs/checks/invariants.py is the load tests' counterpart).
 
 - Counts: created ≤ issued ≤ requested, and with sandboxes that never leave (``sandboxes.lifetime_s`` 0) created ≤
   the fleet's slots; retries and rejections are not negative. Under a fault (models/sandboxes/faults.py): created +

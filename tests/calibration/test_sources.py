@@ -75,7 +75,7 @@ def test_the_page_has_the_seven_sections_the_code_cites_by_number():
 
 def test_scanner_sees_the_code_and_skips_only_the_pending_file():
     files = _code_files()
-    assert Path("sim/scenario.py") in files and Path("models/inputs/function.py") in files
+    assert Path("sim/scenario.py") in files and Path("models/inputs/platform/function.py") in files
     assert not any(p.parts[0] == "tests" for p in files) and Path("experiments/run.py") in files
 
 

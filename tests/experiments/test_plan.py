@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from experiments import api, report, whatif
-from models.inputs.billing import CPU_PRICE, MEMORY_PRICE
-from models.inputs.demand import DAY_S, Shape, parse_shape
+from models.inputs.callers.demand import DAY_S, Shape, parse_shape
+from models.inputs.platform.billing import CPU_PRICE, MEMORY_PRICE
 from models.runs import load_scenario, run_scenario
 from sim.scenario import ScenarioError
 from tests.support import CHROMIUM, HEADLESS, ROOT, png_pixels
@@ -175,7 +175,7 @@ def test_an_unstable_point_is_flagged_not_averaged():
 
 
 def test_a_plan_for_a_trace_is_sized_on_its_busiest_minutes():
-    from models.inputs.demand import read_azure
+    from models.inputs.callers.demand import read_azure
 
     trace = str(ROOT / "experiments" / "demand" / "azure-sample.csv")
     sets = {"duration_s": 120, "warmup_s": 30, "work": "constant(0.5)", "function.max_inputs": 10}

@@ -1,5 +1,5 @@
-"""The recovery what-if (experiments/whatif/recovery.py, models/inputs/recovery.py): a spike's aftermath per retry
-policy."""
+"""The recovery what-if (experiments/whatif/recovery.py, models/inputs/checks/recovery.py): a spike's aftermath per
+retry policy."""
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
 """What a load-test approach is: one way of calling a Function (docs/sources.md §1, "Four ways past the limits").
 
 An approach says how its calls are made (call style, HTTP or not), which callers make them (a ``Load`` of
-models/inputs/clients.py, or its own), what they call (one Function per app copy, or something else: the server's
-proxy), which scenario sections it adds, and the ideal rate with no overhead; and what the rest of the code asks of
-it: whether it calls the Function and whether each call is one input (the checks, shortcuts and size estimate read
-these), the least a call's legs add, its pools, and its settings, limits, label and colour as an option of a plan
-(experiments/plan.py). Code outside this package asks these of ``APPROACHES[name]``, never a name. It reads the
-scenario as models/inputs/base.py's ``Scenario`` protocol (and its own sections), never the schema, which is built
-from the approaches. Adding one is a module in this package and its line in ``APPROACHES``
+models/inputs/callers/clients.py, or its own), what they call (one Function per app copy, or something else: the
+server's proxy), which scenario sections it adds, and the ideal rate with no overhead; and what the rest of the code
+asks of it: whether it calls the Function and whether each call is one input (the checks, shortcuts and size estimate
+read these), the least a call's legs add, its pools, and its settings, limits, label and colour as an option of a plan
+(experiments/plan.py). Code outside this package asks these of ``APPROACHES[name]``, never a name. It reads the scenario
+as models/inputs/base.py's ``Scenario`` protocol (and its own sections), never the schema, which is built from the
+approaches. Adding one is a module in this package and its line in ``APPROACHES``
 (models/inputs/approaches/__init__.py).
 """
 
@@ -18,13 +18,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from models.inputs import fifo
-from models.inputs.arrivals import OpenLoop, TraceReplay
 from models.inputs.base import Scenario
-from models.inputs.clients import Load, Target
-from models.inputs.closedloop import ClosedLoop
-from models.inputs.function import SYNC, Function, LimitParams
-from models.inputs.overhead import sampler
+from models.inputs.callers.arrivals import OpenLoop, TraceReplay
+from models.inputs.callers.clients import Load, Target
+from models.inputs.callers.closedloop import ClosedLoop
+from models.inputs.platform import fifo
+from models.inputs.platform.function import SYNC, Function, LimitParams
+from models.inputs.platform.overhead import sampler
 from models.inputs.records import CallLog
 from models.inputs.shortcut_names import FIFO
 from sim.engine import Sim
@@ -93,7 +93,7 @@ class Approach:
     ) -> Load:
         """The callers of part ``part`` of ``parts``: the scenario's ``load`` (closed-loop clients or open-loop
         arrivals; with the Function they call, a FIFO queue served by recursion where the ``fifo`` shortcut runs:
-        models/inputs/fifo.py)."""
+        models/inputs/platform/fifo.py)."""
         if FIFO in sim.shortcuts:
             return fifo.FifoQueue(sim, sc, log, streams, targets, self.style, self.http)
         clients = None

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from models.inputs.approaches.base import Approach, copies_text
-from models.inputs.arrivals import OpenLoop
 from models.inputs.base import Scenario
-from models.inputs.clients import Load, Target
+from models.inputs.callers.arrivals import OpenLoop
+from models.inputs.callers.clients import Load, Target
 from models.inputs.records import CallLog
 from sim.engine import Sim
 from sim.rng import PerClient, Streams

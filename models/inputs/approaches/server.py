@@ -5,7 +5,7 @@ with the fewest requests in progress (of equals, the first to have become ready)
 ``max_concurrency``; with no ready container it answers 503 (and a request reaching an empty pool triggers a cold
 start); when every ready container is at ``max_concurrency`` it answers 429. The autoscaler aims at
 ``target_concurrency`` requests per container, taking the peak concurrency seen over ``scaleup_window_s`` (requests
-answered 503 count as demand). Serialization, retries and timeouts are the client's (models/inputs/clients.py).
+answered 503 count as demand). Serialization, retries and timeouts are the client's (models/inputs/callers/clients.py).
 
 Container CPU (off by default: ``server.container_cpu`` and ``server.cpu_per_request_s`` both 0). With both > 0,
 each request needs ``cpu_per_request_s`` core-seconds of CPU (parsing, routing, serialization: everything but the
@@ -48,9 +48,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from models.inputs.approaches.base import Approach
-from models.inputs.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
 from models.inputs.base import Scenario
-from models.inputs.clients import Load, Target
+from models.inputs.callers.clients import Load, Target
+from models.inputs.platform.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
 from models.inputs.records import CallLog
 from sim.dists import LogNormal
 from sim.engine import Sim
@@ -246,7 +246,7 @@ class Proxy:
         self.on_done(call)
 
     def violations(self, now: float) -> list[str]:
-        """What its counts break of its limits' bounds (models/inputs/invariants.py): nothing (no accept or start
+        """What its counts break of its limits' bounds (models/inputs/checks/invariants.py): nothing (no accept or start
         limit applies to requests)."""
         return []
 

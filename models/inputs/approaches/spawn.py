@@ -4,7 +4,7 @@ then the start limit binds."""
 from __future__ import annotations
 
 from models.inputs.approaches.base import Approach
-from models.inputs.function import ASYNC
+from models.inputs.platform.function import ASYNC
 
 
 class Spawn(Approach):

@@ -1,5 +1,5 @@
-"""Idle time is free (models/inputs/autoscaler.py): decisions that cannot change anything are skipped, and results are
-identical, bit for bit, to deciding at every grid point."""
+"""Idle time is free (models/inputs/platform/autoscaler.py): decisions that cannot change anything are skipped, and
+results are identical, bit for bit, to deciding at every grid point."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Demand shapes and trace replay (models/inputs/demand.py): arrivals follow the rate they are given."""
+"""Demand shapes and trace replay (models/inputs/callers/demand.py): arrivals follow the rate they are given."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from scipy import stats
 
 from experiments import run as run_cmd
 from models.inputs import loadtest
-from models.inputs.demand import generate_azure, parse_shape, read_azure
+from models.inputs.callers.demand import generate_azure, parse_shape, read_azure
 from tests.support import preset
 
 SAMPLE = "experiments/demand/azure-sample.csv"

@@ -1,8 +1,8 @@
 """Extrapolation flags: a run says where it leaves the envelope its parameters were calibrated on.
 
 The envelope is the parameter file's ``[envelope]`` table (calibration/envelope.py, written by calibration.fit; the
-code's defaults are the shipped file's: tests/calibration/test_reference.py); models/inputs/envelope.py compares a run
-with it.
+code's defaults are the shipped file's: tests/calibration/test_reference.py); models/inputs/checks/envelope.py compares
+a run with it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from calibration.sandboxes import SANDBOXES_OUT
 from experiments import run as run_cmd
 from experiments import sweep, whatif
 from models.inputs import loadtest
-from models.inputs.envelope import MARGIN
+from models.inputs.checks.envelope import MARGIN
 from models.runs import load_scenario, run_scenario
 from models.sandboxes.scenario import extrapolated
 from sim.scenario import read_toml

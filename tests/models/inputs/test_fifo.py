@@ -1,6 +1,6 @@
-"""A fixed pool under an open loop is served by the workload recursion (models/inputs/fifo.py): the same run as the
-Function's events give, to the bit in every time, count, percentile, series and record (sums of many floats, added in
-other chunks, to rounding), at a small fraction of the events."""
+"""A fixed pool under an open loop is served by the workload recursion (models/inputs/platform/fifo.py): the same run as
+the Function's events give, to the bit in every time, count, percentile, series and record (sums of many floats, added
+in other chunks, to rounding), at a small fraction of the events."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from models.inputs import fifo, loadtest
+from models.inputs import loadtest
+from models.inputs.platform import fifo
 from sim.guard import Guard
 from tests.support import preset
 

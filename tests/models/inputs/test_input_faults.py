@@ -1,5 +1,5 @@
-"""Faults of a Function's input plane (models/inputs/faults.py): containers that crash with the inputs on them, the
-Function's retries of those inputs (``function.retries``, modal.Retries' rule), and a slow dependency."""
+"""Faults of a Function's input plane (models/inputs/platform/faults.py): containers that crash with the inputs on them,
+the Function's retries of those inputs (``function.retries``, modal.Retries' rule), and a slow dependency."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_a_crash_fails_the_inputs_on_the_crashed_containers():
     r = m["records"]
     crashed = r[r["kind"] == "container_crash"]
     assert len(crashed) == 2 and (crashed["finished"] == 15.0).all()  # the caller hears at the crash
-    # a call that fails unretried ends its client's loop (models/inputs/clients.py); the other two run on
+    # a call that fails unretried ends its client's loop (models/inputs/callers/clients.py); the other two run on
     assert len(r) == 2 * 6 + 2 * 2  # 0, 10, ..., 50 s for two clients; 0 and 10 s for the other two
 
 

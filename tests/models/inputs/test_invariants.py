@@ -1,5 +1,5 @@
-"""The invariants every load test's numbers keep (models/inputs/invariants.py): each rule fires on an outcome broken
-the way it guards against, and none fires on the presets or on the scales capacity planners ask for (every run
+"""The invariants every load test's numbers keep (models/inputs/checks/invariants.py): each rule fires on an outcome
+broken the way it guards against, and none fires on the presets or on the scales capacity planners ask for (every run
 checks them: the fuzz suite's runs too, which must exit 0 or 2, never 1)."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import copy
 
 import pytest
 
-from models.inputs import invariants, loadtest, parts
-from models.inputs.autoscaler import AutoscalerParams
-from models.inputs.function import SYNC, Function, FunctionParams, LimitParams
+from models.inputs import loadtest, parts
+from models.inputs.checks import invariants
+from models.inputs.platform.autoscaler import AutoscalerParams
+from models.inputs.platform.function import SYNC, Function, FunctionParams, LimitParams
 from models.inputs.records import CallLog
 from sim.engine import Sim
 from sim.model import InvariantViolated
@@ -218,8 +219,8 @@ def test_backoffs_past_the_window_count_only_their_part_in_it():
 @pytest.mark.parametrize("horizon", [1e7, 1e8, 1e9])
 def test_the_invariants_allow_the_clocks_rounding_at_long_horizons(horizon):
     """At t = 1e9 s the clock holds a time to 1.2e-7 s: a response less its work can read a few ulps below the legs'
-    least (0). The invariants allow the clock's resolution (models/inputs/invariants.py ``clock_tolerance``), and a
-    run this long is checked like any other."""
+    least (0). The invariants allow the clock's resolution (models/inputs/checks/invariants.py ``clock_tolerance``), and
+    a run this long is checked like any other."""
     tree = {
         "load": "arrivals",
         "arrivals": {"rate": 3000 / horizon},

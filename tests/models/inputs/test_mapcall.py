@@ -1,5 +1,5 @@
-"""How calls leave a client (models/inputs/mapcall.py, models/inputs/clients.py): ``.map``'s requests of 49 one at a
-time, ``.spawn_map``'s 256 at once, their retries, and the HTTP/2 stream cap of single calls."""
+"""How calls leave a client (models/inputs/callers/mapcall.py, models/inputs/callers/clients.py): ``.map``'s requests of
+49 one at a time, ``.spawn_map``'s 256 at once, their retries, and the HTTP/2 stream cap of single calls."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from models.inputs import loadtest
-from models.inputs.function import ASYNC, SYNC
-from models.inputs.mapcall import POLICIES, MapCalls
-from models.inputs.overhead import OverheadParams
+from models.inputs.callers.mapcall import POLICIES, MapCalls
+from models.inputs.platform.function import ASYNC, SYNC
+from models.inputs.platform.overhead import OverheadParams
 from models.runs import load_scenario
 from sim.dists import Constant
 from sim.engine import Sim

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from calibration.candidates import CANDIDATES, OFF
 from calibration.fit import OUT
 from models.inputs import loadtest
-from models.inputs.autoscaler import AutoscalerParams
-from models.inputs.function import SYNC, Function, FunctionParams, LimitParams
+from models.inputs.platform.autoscaler import AutoscalerParams
+from models.inputs.platform.function import SYNC, Function, FunctionParams, LimitParams
+from models.inputs.platform.startlimit import RampingStartBucket, StartBucket
 from models.inputs.records import CallLog
-from models.inputs.startlimit import RampingStartBucket, StartBucket
 from models.runs import load_scenario
 from sim.engine import Sim
 from sim.rng import Streams

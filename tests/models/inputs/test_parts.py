@@ -15,8 +15,8 @@ import pytest
 from experiments import run as run_cmd
 from models.inputs import loadtest
 from models.inputs.approaches import APPROACHES, base
-from models.inputs.function import Function
 from models.inputs.parts import Part
+from models.inputs.platform.function import Function
 from models.inputs.summary import Window, summarize
 from sim.guard import Guard
 from sim.scenario import ScenarioError

@@ -1,5 +1,5 @@
-"""What a caller does when the input plane refuses a call (models/inputs/clients.py ``on_rate_limit``), and what that
-does to the answers at scale: no cliff in a sweep over clients that the limits do not explain."""
+"""What a caller does when the input plane refuses a call (models/inputs/callers/clients.py ``on_rate_limit``), and what
+that does to the answers at scale: no cliff in a sweep over clients that the limits do not explain."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from models.inputs import loadtest
-from models.inputs.retries import THROTTLE_FLOOR_S
+from models.inputs.callers.retries import THROTTLE_FLOOR_S
 from models.runs import load_scenario
 
 # a Function that accepts one synchronous call a second (a burst of 1) and runs calls of exactly 1 s: the second of

@@ -1,4 +1,4 @@
-"""Callers' retry policies (models/inputs/clients.py): none, backoff, exponential, fixed, random, immediate, and
+"""Callers' retry policies (models/inputs/callers/clients.py): none, backoff, exponential, fixed, random, immediate, and
 giving up after ``clients.max_attempts``."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from models.inputs.approaches import server
 from models.inputs.approaches.server import Proxy, ServerParams
-from models.inputs.autoscaler import AutoscalerParams
+from models.inputs.platform.autoscaler import AutoscalerParams
 from models.inputs.records import CallLog
 from sim.dists import Constant
 from sim.engine import Sim
@@ -206,7 +206,8 @@ def test_a_pool_that_cannot_bind_is_skipped_exactly(sets: dict, spare: int, big:
     """Closed-loop clients with any ``connection_limit`` (below, at, above ``in_flight``): the run as it is (the
     pool's bookkeeping skipped where the limit is at least ``in_flight``) gives every metric and every record of the
     run with the bookkeeping of every limit, to the bit."""
-    from models.inputs import closedloop, loadtest
+    from models.inputs import loadtest
+    from models.inputs.callers import closedloop
     from tests.support import preset
 
     limit = max(1, sets["clients.in_flight"] + (spare if spare < 4 else big))  # about in_flight, or far above

@@ -485,7 +485,7 @@ def test_every_shortcut_at_once_is_exact(tree, seed):
 def test_no_speed_constant_changes_a_number(tree, part_calls, block, near, seed):
     """PART_CALLS, the FIFO's block and the calendar's threshold are speed constants: any value gives the same
     numbers (up to the order of sums, where parts regroup)."""
-    from models.inputs import fifo
+    from models.inputs.platform import fifo
 
     sc = scenario(tree)
     before = run(sc, "all", seed)

@@ -12,7 +12,7 @@ from tests.support import ci95, columns, erlang_c_wait, preset
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("recursion", [True, False], ids=["recursion", "events"])  # models/inputs/fifo.py
+@pytest.mark.parametrize("recursion", [True, False], ids=["recursion", "events"])  # models/inputs/platform/fifo.py
 @pytest.mark.parametrize("lam, c", [(5.0, 10), (8.0, 10), (9.0, 10)])
 def test_mmc_mean_wait_matches_erlang_c(lam, c, recursion, monkeypatch):
     on = "shortcuts=all" if recursion else "shortcuts=all,-fifo"

@@ -1,5 +1,5 @@
-"""Callers that stop waiting (``clients.timeout_s``, models/inputs/clients.py): the attempt times out, the input is
-abandoned but still run by the Function, and a retry policy sends the call again as a new input.
+"""Callers that stop waiting (``clients.timeout_s``, models/inputs/callers/clients.py): the attempt times out, the input
+is abandoned but still run by the Function, and a retry policy sends the call again as a new input.
 
 Oracle: with no retries the Function's queue does not change when callers time out (an abandoned input is not
 cancelled), so an open loop into one warm container of exponential work is an M/M/1 queue whose FCFS time in system

@@ -1,5 +1,5 @@
-"""The workspace (models/inputs/autoscaler.py, ``Workspace``): all the autoscaled pools of a run, every app copy or
-the web server, hold at most ``workspace.max_containers`` containers together and launch them at most at
+"""The workspace (models/inputs/platform/autoscaler.py, ``Workspace``): all the autoscaled pools of a run, every app
+copy or the web server, hold at most ``workspace.max_containers`` containers together and launch them at most at
 ``workspace.launch_rate_per_s``; copies run in parts only where neither can bind (models/inputs/shortcuts.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from models.inputs import loadtest
-from models.inputs.workspace import Workspace, WorkspaceParams
+from models.inputs.platform.workspace import Workspace, WorkspaceParams
 from sim.limiter import TokenBucket
 from sim.scenario import ScenarioError
 from tests.support import preset

@@ -20,9 +20,9 @@ Waits are named by their cause: a container has room but the start limiter has n
 container is full and the pool is fixed (``containers``: function.containers), at ``max_containers``, at the
 workspace's cap (``workspace_cap``), or the autoscaler has more on the way or not yet asked for (``autoscaler``).
 
-The monitor also times each Function's backlog: the longest run of consecutive samples at which it had inputs
-pending, over the whole run, as samples × ``dt`` (``backlog_longest_s``: what models/inputs/envelope.py compares with
-the longest backlog the calibration's runs had).
+The monitor also times each Function's backlog: the longest run of consecutive samples at which it had inputs pending,
+over the whole run, as samples × ``dt`` (``backlog_longest_s``: what models/inputs/checks/envelope.py compares with the
+longest backlog the calibration's runs had).
 """
 
 from __future__ import annotations

@@ -10,19 +10,20 @@ limits, both per Function:
   start more slowly than they are accepted"); its rate is fitted to the reference load test (calibration/fit.py),
   its burst is an assumption. With ``limits.start_ramp_per_s`` > 0 its rate ramps up while a backlog persists, up to
   ``limits.start_rate_max``, and falls back by ``limits.start_relax_per_s`` when the backlog clears
-  (models/inputs/startlimit.py).
+  (models/inputs/platform/startlimit.py).
 - containers run up to ``max_inputs`` inputs at once (``@modal.concurrent``); inputs go to a container below
   ``target_inputs`` first and burst up to ``max_inputs`` only when every container is at its target. The
-  autoscaler (models/inputs/autoscaler.py) sizes the pool to inputs in the system ÷ target_inputs
+  autoscaler (models/inputs/platform/autoscaler.py) sizes the pool to inputs in the system ÷ target_inputs
   (``autoscaler.size_to = "in_system"``), or to the inputs it could run by the time a container launched now is ready
   (``"startable"``: running + min(pending, what the start bucket can start within the expected cold start, or
   ``interval_s`` if longer), so that it does
   not provision containers the start limit would leave without work; an assumption, a calibration target).
-- per-call overhead (models/inputs/overhead.py, off by default): ``overhead.dispatch`` between an input's start
+- per-call overhead (models/inputs/platform/overhead.py, off by default): ``overhead.dispatch`` between an input's start
   (records' ``started``) and its work on the container, holding its slot. ``overhead.submit`` and ``overhead.result``
-  (the end of its work, when the slot is freed, to the caller hearing back) are the callers' (models/inputs/clients.py).
+  (the end of its work, when the slot is freed, to the caller hearing back) are the callers'
+  (models/inputs/callers/clients.py).
 
-Faults (models/inputs/faults.py, off by default): containers crash (``crash``: the inputs on them fail), and a
+Faults (models/inputs/platform/faults.py, off by default): containers crash (``crash``: the inputs on them fail), and a
 failed input is retried by the Function as Modal's ``retries`` policy does (``function.retries``: after
 ``retry_initial_delay_s`` × ``retry_backoff`` ** (retry − 1), at most ``retry_max_delay_s``; modal 1.6.4
 retries.py), back into the pending queue (it is not accepted again: an assumption) and through the start limit;
@@ -41,9 +42,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from heapq import heappush
 
-from models.inputs.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
+from models.inputs.platform.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
+from models.inputs.platform.startlimit import RampingStartBucket, StartBucket
 from models.inputs.records import CallLog
-from models.inputs.startlimit import RampingStartBucket, StartBucket
 from sim.engine import NORMAL, Sim
 from sim.limiter import TokenBucket
 from sim.rng import Streams
@@ -97,7 +98,7 @@ class LimitParams:
         833.0,
         ge=0,
         source="assumption: a ramp's ceiling, the fastest start rate a ramp fit reached in the reference test "
-        "(832.7/s, spawn's 64 s backlog; models/inputs/startlimit.py); no ramp in the kept candidate",
+        "(832.7/s, spawn's 64 s backlog; models/inputs/platform/startlimit.py); no ramp in the kept candidate",
         doc="the most the start rate ramps up to (at or below start_rate: no ramp); 0 = no cap (used only with "
         "start_ramp_per_s > 0)",
     )
@@ -129,7 +130,7 @@ class FunctionParams:
         le=100,
         source="@app.function(retries=modal.Retries(max_retries=N)) (modal 1.6.4 retries.py: N >= 0; at most 100 "
         "here, a bound of the model)",
-        doc="times the Function retries an input that failed (a crashed container: models/inputs/faults.py)",
+        doc="times the Function retries an input that failed (a crashed container: models/inputs/platform/faults.py)",
     )
     retry_initial_delay_s: float = param(
         1.0, ge=0, le=60, source="modal.Retries(initial_delay=...) (modal 1.6.4 retries.py: 0 .. 60 s, default 1)"
@@ -177,7 +178,7 @@ class Function:
         self.sim = sim
         self.env = sim.env
         self.on_done = on_done
-        # overhead.dispatch's sampler (models/inputs/overhead.py), None when it is 0: no draw
+        # overhead.dispatch's sampler (models/inputs/platform/overhead.py), None when it is 0: no draw
         self._dispatch = dispatch
         # bound once: the per-input path below reads these millions of times
         self._call_at = sim.call_at
@@ -187,7 +188,7 @@ class Function:
         self._started_at = log.started
         self.log = log
         self.fp = fp
-        # faults.crash (models/inputs/faults.py): the container and style of each input running, kept only then
+        # faults.crash (models/inputs/platform/faults.py): the container and style of each input running, kept only then
         self.on: dict[int, tuple[Container, int]] | None = None
         self.tries: dict[int, int] = {}  # the Function's retries of each failed input so far (function.retries)
         self.retried = 0  # retries of failed inputs the Function made
@@ -378,7 +379,8 @@ class Function:
                     self._start_pending()  # schedules the limiter's wake-up
         self.on_done(call)  # the result sets out for the caller (overhead.result: the callers'); the slot is free
 
-    # --- faults (models/inputs/faults.py) ---------------------------------------------------------------------
+    # --- faults (models/inputs/platform/faults.py)
+    # ---------------------------------------------------------------------
     def crash(self, n: int) -> int:
         """``n`` of the ready containers (the first ones; all if fewer) crash now: they leave the pool at once and
         the inputs on them fail, each retried by ``function.retries`` or failed for good. Returns the inputs lost."""
@@ -413,7 +415,7 @@ class Function:
         self._admit(call, style, self.env._now)
 
     def violations(self, now: float) -> list[str]:
-        """What this Function's counts break of its limits' bounds by time ``now`` (models/inputs/invariants.py):
+        """What this Function's counts break of its limits' bounds by time ``now`` (models/inputs/checks/invariants.py):
         a token bucket of rate r and burst b admits at most b + r·t in t seconds; the start bucket's rate never
         passes its ceiling."""
         out = []
@@ -441,7 +443,7 @@ class Function:
         return out
 
     def state(self) -> tuple[int, int, int, str | None]:
-        """(running, pending, containers, why pending inputs wait): what models/inputs/monitor.py samples."""
+        """(running, pending, containers, why pending inputs wait): what models/inputs/platform/monitor.py samples."""
         pending = len(self.pending)
         why = None
         if pending:  # a container with room: the start limit holds them back; else the pool is full

@@ -1,5 +1,5 @@
 """The workspace: every autoscaled pool of one run together (the app copies' Functions, or the web server's pool;
-models/inputs/autoscaler.py has the pools).
+models/inputs/platform/autoscaler.py has the pools).
 
 With ``workspace.max_containers`` > 0 they hold at most that many containers (starting or ready) together
 (always-warm pools, ``function.containers``, must fit under it: the schema's check), and a decision
@@ -22,7 +22,7 @@ from sim.scenario import param
 
 
 class Pool(Protocol):
-    """What the workspace reads and sets of a pool (models/inputs/autoscaler.py ``ContainerPool``)."""
+    """What the workspace reads and sets of a pool (models/inputs/platform/autoscaler.py ``ContainerPool``)."""
 
     size: int  # containers starting or ready
     workspace: Any  # the pool's workspace (set here)
@@ -93,7 +93,8 @@ class Workspace:
         self.launched += max(n, 0)
 
     def violations(self, now: float) -> list[str]:
-        """What the pools broke of the cap and of the placement rate by time ``now`` (models/inputs/invariants.py)."""
+        """What the pools broke of the cap and of the placement rate by time ``now``
+        (models/inputs/checks/invariants.py)."""
         out = []
         if self.cap and self.peak > self.cap:
             out.append(f"{self.peak:,} containers at once, above workspace.max_containers {self.cap:,}")

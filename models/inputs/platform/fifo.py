@@ -6,7 +6,7 @@ steady Poisson arrivals (``load = "arrivals"``) through constant submit and resu
 c = containers × max_inputs slots (the mmc preset, docs/sources.md §4). Nothing in it feeds back into the arrivals, and
 an input that reaches it at r starts at max(r, the earliest time a slot is free) and holds that slot for its work: the
 workload recursion of Kiefer and Wolfowitz (1955), which is what the Function's events compute
-(models/inputs/function.py: a free slot takes an arrival at once, a freed slot the next pending input).
+(models/inputs/platform/function.py: a free slot takes an arrival at once, a freed slot the next pending input).
 
 So ``FifoQueue`` serves the arrivals in blocks of ``BLOCK`` by that recursion, one heap operation an input, instead of
 two events an input: the same issue, start and end times to the bit, from the same random streams drawn in the same
@@ -23,10 +23,10 @@ from itertools import islice
 
 import numpy as np
 
-from models.inputs.arrivals import OpenLoop
-from models.inputs.autoscaler import ContainerPool
 from models.inputs.base import Scenario
-from models.inputs.function import full_pool_wait
+from models.inputs.callers.arrivals import OpenLoop
+from models.inputs.platform.autoscaler import ContainerPool
+from models.inputs.platform.function import full_pool_wait
 from sim.engine import Sim
 
 BLOCK = 4096  # arrivals served at a time (any size gives the same numbers: the draws come in their own batches)
@@ -91,13 +91,13 @@ class FifoQueue(OpenLoop):
         self._stop()
 
     def violations(self, now: float) -> list[str]:
-        """What its counts break of its limits' bounds (models/inputs/invariants.py): nothing (the recursion runs
+        """What its counts break of its limits' bounds (models/inputs/checks/invariants.py): nothing (the recursion runs
         only without limits: its shape)."""
         return []
 
     def state(self) -> tuple[int, int, int, str | None]:
         """(running, pending, containers, why pending inputs wait) now, as the Function's events would have left
-        them (models/inputs/monitor.py)."""
+        them (models/inputs/platform/monitor.py)."""
         t = self.env._now
         started, pending, running = self._served, 0, 0
         live = []

@@ -1,17 +1,17 @@
 """The callers of a load test (docs/sources.md §1, the reference load test): the ``clients`` section, and what every
 kind of caller the scenario's ``load`` key names shares (``Load``; the kinds, ``LOADS``: models/inputs/approaches/
-base.py; closed-loop clients: models/inputs/closedloop.py; open-loop arrivals and trace replay: models/inputs/
+base.py; closed-loop clients: models/inputs/callers/closedloop.py; open-loop arrivals and trace replay: models/inputs/
 arrivals.py). An approach may bring its own callers (batching's rounds of chunks: models/inputs/approaches/
 batching.py).
 
 A call leaves its client as one request of its own (``api = "single"``: ``.remote``/``.spawn``) or as an input of the
 client's map call (``api = "map"``: ``.map``/``.spawn_map``, with the modal client's batching and retries:
-models/inputs/mapcall.py). On the Function path a client's single calls share its one HTTP/2 connection, which carries
-at most ``streams`` at once (0: no cap); the rest wait at the client, in order. For the server approach the client
-owns an HTTP connection pool of ``connection_limit`` connections instead (``Connections``).
+models/inputs/callers/mapcall.py). On the Function path a client's single calls share its one HTTP/2 connection, which
+carries at most ``streams`` at once (0: no cap); the rest wait at the client, in order. For the server approach the
+client owns an HTTP connection pool of ``connection_limit`` connections instead (``Connections``).
 
 What a caller does with a rejected attempt (its retry policy, ``on_rate_limit``) and with one that is late
-(``timeout_s``) is models/inputs/retries.py's: a ``Load`` holds a ``Retries`` and, where timeouts are on, a
+(``timeout_s``) is models/inputs/callers/retries.py's: a ``Load`` holds a ``Retries`` and, where timeouts are on, a
 ``Timeouts``.
 
 On the Function path a call reaches the Function's accept ``overhead.submit`` after it is issued (models/inputs/
@@ -25,10 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from models.inputs.mapcall import MapCalls
-from models.inputs.overhead import OverheadParams, leg
+from models.inputs.callers.mapcall import MapCalls
+from models.inputs.callers.retries import Retries, Timeouts
+from models.inputs.platform.overhead import OverheadParams, leg
 from models.inputs.records import CallLog
-from models.inputs.retries import Retries, Timeouts
 from sim.dists import Dist
 from sim.engine import Sim
 from sim.rng import PerClient, Streams
@@ -98,7 +98,7 @@ class ClientParams:
         source="reference load test: one .remote/.spawn per call; map: modal 1.6.4 .map/.spawn_map "
         "(docs/sources.md §1)",
         doc="how a client's calls leave it: one request per call, or one map call over them (.map on the remote "
-        "approach, .spawn_map on spawn: models/inputs/mapcall.py)",
+        "approach, .spawn_map on spawn: models/inputs/callers/mapcall.py)",
     )
     streams: int = param(
         0,
@@ -191,7 +191,7 @@ class Load:
         self._call_at = sim.call_at
         self.timeouts = Timeouts(sim, log, cp.timeout_s, self._rejected) if cp.timeout_s else None
         self.rejections: dict[str, int] = {}  # every rejected attempt, retried or not, by kind
-        self.lost: dict[str, float] = {}  # input-seconds lost to rejections, by kind (models/inputs/monitor.py)
+        self.lost: dict[str, float] = {}  # input-seconds lost to rejections, by kind (platform/monitor.py)
         # hot-path aliases (the log's columns are the same objects all run)
         self._kinds, self._finished, self._close, self._client = log.kind, log.finished, log.close, log.client
         # .map/.spawn_map: each client's calls leave through its map call (None: one request per call)
@@ -202,7 +202,7 @@ class Load:
         limit = cp.connection_limit if http else cp.streams if self.connected else 0
         binds = self._map is None and self._pool_binds(limit, cp.in_flight)
         self.connections = Connections(cp.count, limit, self._send) if binds else None
-        # the entries a subclass may take over with its own way of sending (models/inputs/closedloop.py): every
+        # the entries a subclass may take over with its own way of sending (models/inputs/callers/closedloop.py): every
         # retry's (one bound method, not one each); client → accept on the Function path (overhead.submit; None:
         # the call arrives at once); and what a call whose work ended is told (the result's way back, overhead.result
         # on the Function path, then done)
@@ -282,7 +282,8 @@ class Load:
         return self.targets[self.log.client[call] % self._copies - self._first].submit(call, self.style)
 
     def _map_rejected(self, call: int, kind: str, delay: float) -> None:
-        """A map call's input was rejected; the client tries it again after ``delay`` (models/inputs/mapcall.py)."""
+        """A map call's input was rejected; the client tries it again after ``delay``
+        (models/inputs/callers/mapcall.py)."""
         self.rejections[kind] = self.rejections.get(kind, 0) + 1
         self.log.attempts[call] = self.log.attempts.get(call, 1) + 1
         self.lost[kind] = self.lost.get(kind, 0.0) + self._windowed(delay)
@@ -362,8 +363,8 @@ class Load:
 
     def _windowed(self, lost: float) -> float:
         """What of ``lost`` input-seconds from now falls in the measurement window [warm-up, duration): the shares
-        the diagnosis takes are of the window's input-seconds (models/inputs/monitor.py), so a backoff past its end
-        or a failure before it counts only its part inside."""
+        the diagnosis takes are of the window's input-seconds (models/inputs/platform/monitor.py), so a backoff past
+        its end or a failure before it counts only its part inside."""
         now = self.env._now
         end = now + lost
         return max(0.0, (end if end < self.duration else self.duration) - (now if now > self._w0 else self._w0))

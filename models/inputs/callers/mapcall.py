@@ -30,8 +30,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from models.inputs.function import ASYNC, SYNC
-from models.inputs.overhead import OverheadParams, is_zero
+from models.inputs.platform.function import ASYNC, SYNC
+from models.inputs.platform.overhead import OverheadParams, is_zero
 from sim.engine import Sim
 from sim.rng import PerClient, Streams
 

@@ -10,7 +10,7 @@ distribution's):
   t = 0 at midnight on a Monday (without §7's random drift, spikes and noise: the Poisson arrivals are the noise);
 - ``bursts(EVERY_S, LENGTH_S, FACTOR)``: FACTOR for LENGTH_S seconds at the start of every EVERY_S, else 1;
 - ``spike(AT_S, LENGTH_S, FACTOR)``: FACTOR for LENGTH_S seconds from AT_S, else 1: one traffic spike, the trigger
-  whose aftermath models/inputs/recovery.py measures (``Shape.trigger``).
+  whose aftermath models/inputs/checks/recovery.py measures (``Shape.trigger``).
 
 ``arrivals.start_s`` starts the run that far into the shape (a week's peak day, say: ``Shape.peak_window`` finds the
 window of a given length with the highest mean rate, which the what-ifs size for).
@@ -177,7 +177,8 @@ def parse_shape(text: str) -> Shape:
 class ArrivalParams:
     rate: float = param(1.0, gt=0, doc="Poisson arrivals per second (× the shape)")
     shape: str = param(
-        "steady", doc="the rate over time: steady, steps, sine, daily, bursts or spike (models/inputs/demand.py)"
+        "steady",
+        doc="the rate over time: steady, steps, sine, daily, bursts or spike (models/inputs/callers/demand.py)",
     )
     start_s: float = param(
         0.0,

@@ -1,15 +1,15 @@
 """Whether a Function comes back after a trigger, and how long it takes: recovery metrics of one run.
 
 A trigger is a stretch of the run with its start and end (a traffic spike: ``arrivals.shape = spike(AT_S, LENGTH_S,
-FACTOR)``, models/inputs/demand.py). The run's window [warm-up, duration) is cut into bins of ``bin_s`` seconds; in each
-bin, the throughput is the successful calls back in it per second and the latency the mean time in system (back − first
-attempt) of those calls. The pre-trigger values are the same over [warm-up, trigger start). The system has *recovered*
-at the start of the first bin, at or after the trigger's end, that begins ``HOLD_BINS`` whole bins in a row each with
-its throughput within ``band`` of the pre-trigger throughput (either way: a backlog served at full capacity is not back)
-and its latency at most (1 + ``band``) × the pre-trigger latency (a settling time with a hold: a congested bin long
-after, as an M/M/c queue has now and then, does not undo it); ``recovery_s`` is that bin's start − the trigger's end (to
-a bin), or None (did not recover within the run). The band and the bin are the question's assumptions (a user's notion
-of "back to normal"): a bin should hold a few hundred calls, so that noise alone stays well inside the band
+FACTOR)``, models/inputs/callers/demand.py). The run's window [warm-up, duration) is cut into bins of ``bin_s`` seconds;
+in each bin, the throughput is the successful calls back in it per second and the latency the mean time in system (back
+− first attempt) of those calls. The pre-trigger values are the same over [warm-up, trigger start). The system has
+*recovered* at the start of the first bin, at or after the trigger's end, that begins ``HOLD_BINS`` whole bins in a row
+each with its throughput within ``band`` of the pre-trigger throughput (either way: a backlog served at full capacity is
+not back) and its latency at most (1 + ``band``) × the pre-trigger latency (a settling time with a hold: a congested bin
+long after, as an M/M/c queue has now and then, does not undo it); ``recovery_s`` is that bin's start − the trigger's
+end (to a bin), or None (did not recover within the run). The band and the bin are the question's assumptions (a user's
+notion of "back to normal"): a bin should hold a few hundred calls, so that noise alone stays well inside the band
 (``bin_for``: at least ``MIN_BIN_CALLS`` calls at the pre-trigger rate).
 
 Over the whole run: ``work_lost_s``, the input-seconds of work of the calls that failed (never served), and

@@ -9,7 +9,7 @@ the model, not a result, and ends the run with ``InvariantViolated`` (exit 1, on
 - The limits' bounds, per Function (``Function.violations``): a token bucket of rate r and burst b admits at most
   b + r·t inputs in t seconds (accept, per call style; start, at its highest rate), and the start rate never passes
   its ceiling; the run's pools together never hold more containers than ``workspace.max_containers``, nor launch
-  more than the workspace's placement bucket admits (``Workspace.violations``, models/inputs/workspace.py).
+  more than the workspace's placement bucket admits (``Workspace.violations``, models/inputs/platform/workspace.py).
 - What the callers can issue: a closed-loop slot makes at most one call per shortest call (its work's least value
   plus the legs' least values), so the calls back in a window of T seconds, and the calls issued in it (``calls``,
   the counting rule of ``calls_per_s``), are each at most slots × (T / shortest + 1); an open loop's are at most the
@@ -17,7 +17,8 @@ the model, not a result, and ends the run with ``InvariantViolated`` (exit 1, on
   ``autoscaler.max_containers`` per copy, ``workspace.max_containers`` in all): at most cap × max_inputs at once,
   each at least work's least value, so at most cap × max_inputs × (duration / least + 1) calls back by the window's
   end (remote and spawn). The rates are finite and not negative.
-- The diagnosis's shares (models/inputs/monitor.py) are shares: each in [0, 1], summing to 1 with ``none`` (or all
+- The diagnosis's shares (models/inputs/platform/monitor.py) are shares: each in [0, 1], summing to 1 with ``none`` (or
+all
   0 when the window held nothing); ``binding_share`` is the binding limit's share; a run with calls lost to a limit
   names a limit, never ``none``.
 - Latency floor: no call's added latency (response − own work) is below the least the legs can add (on the Function
@@ -47,7 +48,7 @@ import numpy as np
 
 from models.inputs.approaches import APPROACHES
 from models.inputs.base import Scenario
-from models.inputs.monitor import REJECTION_LIMITS
+from models.inputs.platform.monitor import REJECTION_LIMITS
 from sim.model import InvariantViolated
 
 if TYPE_CHECKING:

@@ -1,12 +1,12 @@
 """What a caller does with an attempt that is refused or late: its retry policy, the modal client's own retries of
 the input plane's refusals, and its timeouts (the ``clients`` section's keys; the callers hold one of each that is
-on: models/inputs/clients.py ``Load``).
+on: models/inputs/callers/clients.py ``Load``).
 
 A rejected single call is handled by the client's retry policy (modal 1.6.4 client source, docs/sources.md §1):
 - ``none``: a single ``.remote``/``.spawn`` raises; the load test's task for that call ends (as an unhandled
   exception ends an asyncio task), so the client keeps one call fewer in flight;
 - ``backoff``: the call is retried after min(backoff_max_s, backoff_base_s · 2^attempt), jittered by
-  uniform(0.5, 1), forever (the harness's own policy; ``.map``'s is models/inputs/mapcall.py's);
+  uniform(0.5, 1), forever (the harness's own policy; ``.map``'s is models/inputs/callers/mapcall.py's);
 - ``exponential``: the same delays without the jitter (every caller rejected together retries together);
 - ``fixed``: after ``retry_delay_s``; ``random``: after an exponential time of mean ``retry_delay_s`` (the
   classical retrial queue's orbit, Falin and Templeton 1997); ``immediate``: at once (at the clock's next tick).
@@ -22,7 +22,7 @@ Modal's input plane sends when a call passes its accept limits (``rate_limited``
 the docs quote reached their callers) or ``retry_after`` (the client waits ``retry_after_s`` and tries again, within
 ``max_throttle_wait_s`` of the call's first try; past it the rejection goes to the retry policy as above). The
 ranges carry both (experiments/uncertainty.py). Single calls on the Function path only: a map call has its own
-retries (models/inputs/mapcall.py), and the server's 503/429 come from its proxy, not from the input plane.
+retries (models/inputs/callers/mapcall.py), and the server's 503/429 come from its proxy, not from the input plane.
 
 With ``timeout_s`` > 0 a caller stops waiting for an attempt that is not back that long after it was sent (as
 ``asyncio.wait_for`` around ``.remote.aio()`` or ``FunctionCall.get(timeout=...)`` does): the attempt counts as
@@ -51,7 +51,7 @@ THROTTLE_FLOOR_S = 0.1  # modal 1.6.4: max(retry_after_secs, 0.1)
 
 
 class RetryParams(Protocol):
-    """What the retries read of the ``clients`` section (models/inputs/clients.py ``ClientParams``)."""
+    """What the retries read of the ``clients`` section (models/inputs/callers/clients.py ``ClientParams``)."""
 
     @property
     def retry(self) -> str: ...

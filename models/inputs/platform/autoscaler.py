@@ -11,16 +11,16 @@ the container-start model of models/coldstart.py). A container idle
 for longer than ``scaledown_window_s`` is removed at the next decision while the pool is above what is wanted.
 
 Work that reaches an empty pool triggers a decision at once (docs/sources.md §1: the first input or request triggers a
-cold start). By default that decision sees only what has arrived so far: the first input of a same-instant burst.
-With ``burst_aware`` (an assumption, a calibration target; off by default) it is taken once, after the events already
+cold start). By default that decision sees only what has arrived so far: the first input of a same-instant burst. With
+``burst_aware`` (an assumption, a calibration target; off by default) it is taken once, after the events already
 scheduled for the current instant, so that it sees the whole burst the callers submitted at that instant (the
-closed-loop callers submit their calls in flight in one go) and sizes the pool to it; with ``gather_s`` > 0 it is
-taken that long after the first work arrived, so that a burst the network legs spread over a fraction of a second
-is seen whole too (a short gathering window: an assumption, a candidate of calibration/candidates.py). What a
-Function "wants" is set by ``size_to`` (models/inputs/function.py): inputs in the system (default) or those its start
-limit can start within one interval; the HTTP server has no start limit and ignores it.
+closed-loop callers submit their calls in flight in one go) and sizes the pool to it; with ``gather_s`` > 0 it is taken
+that long after the first work arrived, so that a burst the network legs spread over a fraction of a second is seen
+whole too (a short gathering window: an assumption, a candidate of calibration/candidates.py). What a Function "wants"
+is set by ``size_to`` (models/inputs/platform/function.py): inputs in the system (default) or those its start limit can
+start within one interval; the HTTP server has no start limit and ignores it.
 
-All the autoscaled pools of one run share one workspace's cap and placement rate (models/inputs/workspace.py).
+All the autoscaled pools of one run share one workspace's cap and placement rate (models/inputs/platform/workspace.py).
 
 Left out: the early shrink of a well over-provisioned pool and placement on workers (§2).
 
@@ -59,7 +59,7 @@ from sim.rng import Streams
 from sim.scenario import param
 
 if TYPE_CHECKING:
-    from models.inputs.workspace import Workspace
+    from models.inputs.platform.workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class Container:
         self.cpu_free = 0.0  # the web server's CPU is busy until then (models/inputs/approaches/server.py)
         self.idle_since = now
         self.retired = False
-        self.crashed = False  # it crashed (models/inputs/faults.py): gone with the inputs on it
+        self.crashed = False  # it crashed (models/inputs/platform/faults.py): gone with the inputs on it
         self.listed = False  # in its owner's list of containers with spare capacity
 
 
@@ -261,8 +261,8 @@ class ContainerPool:
         self.peak = max(self.peak, self.size)
 
     def lose(self, dead: list[Container]) -> None:
-        """Ready containers crashed (models/inputs/faults.py): they leave the pool now, billed to now. A fixed pool
-        starts as many again (each after a cold start); an autoscaled one replaces them when it next decides."""
+        """Ready containers crashed (models/inputs/platform/faults.py): they leave the pool now, billed to now. A fixed
+        pool starts as many again (each after a cold start); an autoscaled one replaces them when it next decides."""
         if not dead:
             return
         self._bill()

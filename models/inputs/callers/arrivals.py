@@ -1,10 +1,10 @@
-"""Open-loop callers of a load test (the scenario's ``load`` key: ``arrivals`` and ``trace``; models/inputs/clients.py
-has what every caller shares).
+"""Open-loop callers of a load test (the scenario's ``load`` key: ``arrivals`` and ``trace``;
+models/inputs/callers/clients.py has what every caller shares).
 
-Open loop (``arrivals``): Poisson arrivals at ``rate`` per second × a demand shape over time (models/inputs/demand.py,
-which holds the ``arrivals`` and ``trace`` sections), drawn by thinning. Trace replay (``trace``): per-minute
-invocation counts replayed, each minute's calls at random offsets within it or all at its start. App copies share an
-open loop's arrivals round robin.
+Open loop (``arrivals``): Poisson arrivals at ``rate`` per second × a demand shape over time
+(models/inputs/callers/demand.py, which holds the ``arrivals`` and ``trace`` sections), drawn by thinning. Trace replay
+(``trace``): per-minute invocation counts replayed, each minute's calls at random offsets within it or all at its start.
+App copies share an open loop's arrivals round robin.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from heapq import heappush
 import numpy as np
 
 from models.inputs.base import Scenario
-from models.inputs.clients import Load
-from models.inputs.demand import Shape
+from models.inputs.callers.clients import Load
+from models.inputs.callers.demand import Shape
 from sim.dists import Exponential
 from sim.engine import NORMAL, Sim
 
 
 class OpenLoop(Load):
-    """Poisson arrivals at ``rate`` × the shape per second until the duration ends (models/inputs/demand.py: a
+    """Poisson arrivals at ``rate`` × the shape per second until the duration ends (models/inputs/callers/demand.py: a
     varying rate by thinning candidates drawn at the shape's peak)."""
 
     def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
@@ -114,8 +114,8 @@ def thinned(gap: Callable[[], float], profile: Shape, rng, env) -> Callable[[], 
 
 
 class TraceReplay(OpenLoop):
-    """A per-minute invocation-count trace replayed (models/inputs/demand.py): each minute's calls at random offsets
-    within it, or all at its start."""
+    """A per-minute invocation-count trace replayed (models/inputs/callers/demand.py): each minute's calls at random
+    offsets within it, or all at its start."""
 
     def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
         Load.__init__(self, sim, sc, *args)

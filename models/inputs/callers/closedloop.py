@@ -1,5 +1,5 @@
-"""Closed-loop callers (the scenario's ``load = "clients"``; models/inputs/clients.py has what every caller shares):
-``count`` clients each keep ``in_flight`` calls outstanding; a call that returns before the test's duration is
+"""Closed-loop callers (the scenario's ``load = "clients"``; models/inputs/callers/clients.py has what every caller
+shares): ``count`` clients each keep ``in_flight`` calls outstanding; a call that returns before the test's duration is
 followed at once by the next (docs/sources.md §1, the reference load test).
 
 Round trips: on the Function path with non-zero ``overhead.result`` and ``overhead.submit`` legs, a call whose work
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 
-from models.inputs.clients import Load, Scenario
-from models.inputs.overhead import OverheadParams, is_zero
+from models.inputs.callers.clients import Load, Scenario
+from models.inputs.platform.overhead import OverheadParams, is_zero
 from models.inputs.shortcut_names import ROUND_TRIPS
 from sim.engine import Sim
 from sim.rng import PerClient

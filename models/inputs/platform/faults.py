@@ -1,21 +1,21 @@
 """Faults of a Function's input plane: timed events that take containers away or slow the Function's work, the
-trigger a recovery measurement starts from (models/inputs/recovery.py).
+trigger a recovery measurement starts from (models/inputs/checks/recovery.py).
 
 Each fault is a timed event of the ``faults`` section, off by default (a scenario without faults runs exactly as
 before), and each is an assumption to be set by the user (docs/sources.md §1 gives no failure figures):
 
 - ``crash`` (``crash_at_s``, ``crash_containers``): at ``crash_at_s`` each Function (each app copy) loses
-  ``crash_containers`` of its ready containers (the first ones; all of them if it has fewer), as when a worker is
-  lost or preempted. The inputs running on them fail: the Function retries each as its ``function.retries`` policy
-  says (modal.Retries: models/inputs/function.py), or it fails for good (error kind ``container_crash``). A fixed
-  pool (``function.containers``) starts as many again, each after a cold start; an autoscaler replaces them when it
-  next decides.
+  ``crash_containers`` of its ready containers (the first ones; all of them if it has fewer), as when a worker is lost
+  or preempted. The inputs running on them fail: the Function retries each as its ``function.retries`` policy says
+  (modal.Retries: models/inputs/platform/function.py), or it fails for good (error kind ``container_crash``). A fixed
+  pool (``function.containers``) starts as many again, each after a cold start; an autoscaler replaces them when it next
+  decides.
 - ``slow`` (``slow_at_s``, ``slow_s``, ``slow_factor``): a dependency of the Function gets slow. Inputs started in
   [slow_at_s, slow_at_s + slow_s) take ``slow_factor`` times their work (an input's work is set when it starts).
 
-A traffic spike is a demand shape (``arrivals.shape = spike(...)``, models/inputs/demand.py); callers' timeouts and
-retry policies are the callers' (models/inputs/retries.py). Faults are modelled for the Function path (approach
-remote or spawn); a fault key set on another approach is an error naming it.
+A traffic spike is a demand shape (``arrivals.shape = spike(...)``, models/inputs/callers/demand.py); callers' timeouts
+and retry policies are the callers' (models/inputs/callers/retries.py). Faults are modelled for the Function path
+(approach remote or spawn); a fault key set on another approach is an error naming it.
 """
 
 from __future__ import annotations
