@@ -129,6 +129,15 @@ class _Bins:
         return at + self.lo, self.counts[at]
 
 
+def load_scipy() -> None:
+    """Import the parts of scipy the statistics and distributions use, which this module and sim/dists.py import
+    only where they are used (scipy takes over half a second to import, which a command's ``--help`` need not pay):
+    a run calls this before its clock starts, so that its ``wall_s`` counts the run alone."""
+    import scipy.integrate
+    import scipy.special
+    import scipy.stats  # noqa: F401
+
+
 def mean_ci95(means: np.ndarray) -> float:
     """Half-width of the 95% CI of the mean of batch means (Student t); NaN below two batches."""
     k = len(means)

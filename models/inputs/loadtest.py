@@ -41,6 +41,7 @@ from sim.metrics import RUN, Metric, Metrics
 from sim.model import Figure, Model, TimeSeries, records_frame
 from sim.scenario import Described, param, section, with_sections
 from sim.shortcuts import Shortcuts, engine_shortcuts
+from sim.stats import load_scipy
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -142,6 +143,7 @@ def run(
     A run of independent parts (app copies under closed-loop clients: models/inputs/parts.py) simulates them one
     after the other, or on up to ``jobs`` processes; the numbers do not depend on ``jobs``. ``guard`` watches its
     clocks (sim/guard.py)."""
+    load_scipy()  # its import is not the run's wall time
     wall0 = time.perf_counter()
     used = SHORTCUTS.used(sc)
     if APPROACHES[sc.approach].parts(sc) == 1:
