@@ -125,3 +125,14 @@ def whatif(
     if code != 0:
         raise ScenarioError(err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else f"exit {code}")
     return json.loads(out.getvalue())
+
+
+if __name__ == "__main__":  # a library, not a command: say so, do not exit 0 having done nothing
+    import sys
+
+    print(
+        "experiments.api: a library for notebooks and scripts (from experiments import api; api.run(...)), not a "
+        "command; the commands are python -m experiments.run, sweep, whatif, report, compare, faults, bench",
+        file=sys.stderr,
+    )
+    sys.exit(2)

@@ -10,6 +10,7 @@ import pytest
 from experiments import api
 from experiments import run as run_cmd
 from sim.scenario import ScenarioError
+from tests.support import one_line, run_module
 
 
 def test_run_gives_the_commands_numbers(capsys):
@@ -60,3 +61,8 @@ def test_sweep_and_load_results(tmp_path):
     assert table["clients.count"].tolist() == [1, 1, 2, 2]
     again = api.load_results(tmp_path)
     pd.testing.assert_frame_equal(table.reset_index(drop=True), again)
+
+
+def test_running_the_library_as_a_command_says_so_in_one_line_and_exits_2():
+    r = run_module("experiments.api")
+    assert r.returncode == 2 and "a library" in one_line(r.stderr) and r.stdout == "", r.stderr
