@@ -125,7 +125,7 @@ def test_the_walker_finds_a_planted_conditional_and_list(tmp_path):
 # --- the facts a plan (experiments/whatif/plan.py) and the plots read (PLAN_WAYS) ----------------------------------
 
 
-TODAY = ["remote", "spawn", "copies", "batching", "server"]  # a plan's ways today, in its table's order
+TODAY = ["remote", "spawn", "map", "batching", "server"]  # a plan's ways today, in its table's order
 
 
 def pinned(fact: Callable[[Approach], object], expected: dict[str, object]) -> bool:
@@ -133,12 +133,11 @@ def pinned(fact: Callable[[Approach], object], expected: dict[str, object]) -> b
     return {n: fact(PLAN_WAYS[n]) for n in expected} == expected
 
 
-def test_the_plan_ways_are_the_approaches_and_app_copies_in_the_tables_order():
+def test_the_plan_ways_are_the_call_styles_in_the_tables_order():
     assert [n for n in PLAN_WAYS if n in TODAY] == TODAY
-    assert set(PLAN_WAYS) <= set(APPROACHES) | set(ALIASES)
+    assert set(PLAN_WAYS) - {"map"} <= set(APPROACHES)  # .map: the remote approach's clients mapping
     colours = ["#4c72b0", "#dd8452", "#55a868", "#8172b3", "#c44e52"]
     assert pinned(lambda w: w.colour, dict(zip(TODAY, colours, strict=True)))
-    assert pinned(lambda w: w.searches_copies, dict(zip(TODAY, [False, False, True, True, False], strict=True)))
 
 
 def test_a_plan_ways_settings_limits_and_words():
@@ -150,7 +149,7 @@ def test_a_plan_ways_settings_limits_and_words():
         {
             "remote": {"approach": "remote", "function.copies": 3},
             "spawn": {"approach": "spawn", "function.copies": 3},
-            "copies": {"approach": "remote", "function.copies": 3},
+            "map": {"approach": "remote", "function.copies": 3, "clients.api": "map"},
             "batching": {
                 "approach": "batching",
                 "function.copies": 3,
@@ -170,13 +169,13 @@ def test_a_plan_ways_settings_limits_and_words():
     )
     assert pinned(lambda w: w.calls_function, dict(zip(TODAY, [True, True, True, True, False], strict=True)))
     sync, spawn = lim.sync_accept_rate, lim.async_accept_rate
-    assert pinned(lambda w: w.accept_rate(lim), {"remote": sync, "spawn": spawn, "copies": sync, "batching": sync})
+    assert pinned(lambda w: w.accept_rate(lim), {"remote": sync, "spawn": spawn, "map": sync, "batching": sync})
     cap = lim.sync_in_system_cap
-    assert pinned(lambda w: w.in_system_cap(lim), {"remote": cap, "spawn": 0, "copies": cap, "batching": cap})
+    assert pinned(lambda w: w.in_system_cap(lim), {"remote": cap, "spawn": 0, "map": cap, "batching": cap})
     config = {"function.copies": 1, "batching.chunk_items": 8}
-    words = [".remote", ".spawn", "1 copy", "1 copy, chunks of 8", "web server"]
+    words = [".remote, 1 copy", ".spawn, 1 copy", ".map, 1 copy", "1 copy, chunks of 8", "web server"]
     assert pinned(lambda w: w.describe(config), dict(zip(TODAY, words, strict=True)))
-    assert PLAN_WAYS["copies"].describe({"function.copies": 3}) == "3 copies"
+    assert PLAN_WAYS["spawn"].describe({"function.copies": 3}) == ".spawn, 3 copies"
 
 
 @pytest.mark.parametrize("name", list(APPROACHES))

@@ -31,6 +31,7 @@ models × seeds: experiments/uncertainty.py); cost per hour is the steady window
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from collections.abc import Callable
@@ -38,9 +39,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from experiments.whatif.base import P99, RATE, SHAPE, Flag, Search, positive, print_answer
+from experiments.whatif.peak import LEAD_S, PREWARM_TRIES, month, onset, onset_point, rates
 from experiments.whatif.plan_page import page, words
 from experiments.whatif.search import Simulator, busiest_minutes, peak_window, robustness, size_search
-from models.inputs.approaches import PLAN_WAYS
+from models.inputs.approaches import ALIASES, PLAN_WAYS
 from models.inputs.callers.demand import parse_shape
 from models.inputs.platform.billing import HOURS_PER_MONTH
 from models.runs import warn_extrapolated
@@ -65,6 +67,7 @@ class Option:
     meets: bool = False
     why: str = ""
     extrapolated: list[str] = field(default_factory=list)
+    loses: str = ""  # why it is not the answer (``plan``)
 
     def mean(self, key: str) -> float:
         return self.figures.get(key, (math.inf,) * 3)[0]
@@ -165,7 +168,7 @@ def option_of(way: str, e: Any, copies: int, chunk: int, rate: float, sc: Any) -
 
 
 def plan(
-    evaluate: Any,
+    evaluate_all: Callable[[list[dict[str, Any]]], list[Any]],
     sc: Any,
     rate: float,
     p99: float,
@@ -177,53 +180,59 @@ def plan(
     builds: Callable[[dict[str, Any]], Any],
 ) -> tuple[dict, list[Option]]:
     """For each way its cheapest configuration that meets the constraints with headroom (or its best try and why
-    not); ``evaluate(config)`` simulates one configuration over the seeds; ``sc`` is the user's scenario. A way whose
-    scenario does not build with this load (``builds(config)`` raises: batching a trace) is skipped, and said why;
-    if none builds, the first way's reason is the error."""
-    every: list[Option] = []
-    chosen: dict[str, Option] = {}
-    skipped: dict[str, str] = {}  # the ways that cannot take this load (batching a trace), and why
+    not); ``evaluate_all(configs)`` simulates configurations over the seeds; ``sc`` is the user's scenario. A way
+    whose scenario does not build with this load (``builds(config)`` raises: batching a trace, ``.map`` of open-loop
+    arrivals) is skipped, and said why; if none builds, the first way's reason is the error. The ways are searched
+    side by side, each round's configurations simulated together: a way that calls the Function from the fewest app
+    copies its accept and start limits admit with headroom, up while it fails, and one more copy once it meets (the
+    cheaper wins)."""
+    tried: dict[str, list[Option]] = {}
+    skipped: dict[str, str] = {}  # the ways that cannot take this load, and why
+    pending: dict[str, int] = {}  # each way's next app copies to simulate
     for way in ways:
         try:
             builds({**fixed, **PLAN_WAYS[way].plan_settings(1, chunk, sc)})
         except ScenarioError as e:
             skipped[way] = str(e)
             continue
-        tried: list[Option] = []
-
-        def ev(n: int, way: str = way, tried: list[Option] = tried) -> Option:
-            config = {**fixed, **PLAN_WAYS[way].plan_settings(n, chunk, sc)}
-            o = option_of(way, evaluate(config), n, chunk, rate, sc)
+        tried[way] = []
+        n = fewest_copies(way, chunk, rate, sc, headroom)
+        pending[way] = MAX_COPIES if n is None else n
+    while pending:
+        configs = [{**fixed, **PLAN_WAYS[w].plan_settings(n, chunk, sc)} for w, n in pending.items()]
+        after: dict[str, int] = {}
+        for (way, n), e in zip(pending.items(), evaluate_all(configs), strict=True):
+            o = option_of(way, e, n, chunk, rate, sc)
             verdict(o, rate, p99, p50, headroom)
-            tried.append(o)
-            return o
-
-        if PLAN_WAYS[way].searches_copies:
-            n = fewest_copies(way, chunk, rate, sc, headroom)
-            if n is None:
-                o = ev(MAX_COPIES)
+            if n == MAX_COPIES and fewest_copies(way, chunk, rate, sc, headroom) is None:
                 o.why = f"more than {MAX_COPIES} copies needed for the accept and start limits; " + o.why
-            else:
-                o = ev(n)
-                while not o.meets and n < MAX_COPIES and len(tried) < TRIES and _more_copies_help(o):
-                    n = min(MAX_COPIES, max(n + 1, math.ceil(n * 1.25)))
-                    o = ev(n)
-                if o.meets and n < MAX_COPIES:
-                    ev(n + 1)  # one more copy may cost less (each copy's pool is sized on its own)
-        else:
-            ev(1)
-        every += tried
-        passing = [o for o in tried if o.meets]
-        chosen[way] = min(passing, key=lambda o: o.mean("cost_per_hour")) if passing else tried[-1]
-    if not chosen:
+            met = any(t.meets for t in tried[way])
+            tried[way].append(o)
+            if not PLAN_WAYS[way].calls_function or met or n >= MAX_COPIES:
+                continue
+            if o.meets:
+                after[way] = n + 1  # one more copy may cost less (each copy's pool is sized on its own)
+            elif len(tried[way]) < TRIES and _more_copies_help(o):
+                after[way] = min(MAX_COPIES, max(n + 1, math.ceil(n * 1.25)))
+        pending = after
+    if not tried:
         raise ScenarioError(next(iter(skipped.values())))
-    ways = [w for w in ways if w in chosen]
+    chosen = {}
+    for way, options in tried.items():
+        passing = [o for o in options if o.meets]
+        chosen[way] = min(passing, key=lambda o: o.mean("cost_per_hour")) if passing else options[-1]
     ranked = sorted(chosen.values(), key=lambda o: (not o.meets, o.mean("cost_per_hour")))
     best = ranked[0] if ranked and ranked[0].meets else None
-    rows = {w: chosen[w].row() for w in ways}
+    every = [o for options in tried.values() for o in options]
+    rows = {w: chosen[w].row() for w in tried}
+    for o in every:  # why each combination is not the answer
+        o.loses = _loses(o, best)
+    for w, r in rows.items():
+        r["loses"] = chosen[w].loses
     out = {
         "answer": rows[best.way] if best else None,  # the same row as the table's
-        "ways": [rows[w] for w in ways],
+        "ways": list(rows.values()),
+        "combinations": [{**o.row(), "loses": o.loses} for o in every],
         "headroom": headroom,
         "rate": rate,
         "p99_limit": p99,
@@ -232,6 +241,16 @@ def plan(
         "skipped": skipped,
     }
     return out, every
+
+
+def _loses(o: Option, best: Option | None) -> str:
+    """Why a combination is not the answer: it is; it fails (why); or it meets and costs more (by how much)."""
+    if o is best:
+        return "the answer: the cheapest that meets"
+    if not o.meets:
+        return o.why
+    extra = o.mean("cost_per_hour") - best.mean("cost_per_hour")
+    return f"meets, ${extra:,.2f}/h more than the answer ({extra / best.mean('cost_per_hour'):+.0%})"
 
 
 def _more_copies_help(o: Option) -> bool:
@@ -260,6 +279,7 @@ class Plan(Search):
         Flag("--headroom", "plan: the share of every limit kept free", str(HEADROOM)),
         Flag("--chunk", "plan: batching's items per chunk (default 32)", "32"),
         Flag("--ways", "plan: the ways to compare (default all five)", ",".join(WAYS)),
+        Flag("--lead", "plan: a shaped or traced demand's pre-warm lead: seconds before the peak's rise", str(LEAD_S)),
     )
     # for a plan's steady cost, a warm-up past the start-up's extra containers (launched while the first cold starts
     # run, kept idle for the 60 s scaledown window)
@@ -273,29 +293,39 @@ class Plan(Search):
         if not 0 <= headroom < 1:
             raise ScenarioError(f"--headroom: a share of every limit, within [0, 1), got {args.headroom!r}")
         chunk = positive("--chunk", int, 100_000)(args.chunk)
-        ways = [w.strip() for w in args.ways.split(",") if w.strip()]
+        ways = list(dict.fromkeys(ALIASES.get(w.strip(), w.strip()) for w in args.ways.split(",") if w.strip()))
         if not ways or set(ways) - set(WAYS):
             raise ScenarioError(f"--ways: a list of {', '.join(WAYS)}, got {args.ways!r}")
-        window = None
+        window, counts = None, None
         if args.trace is not None:  # the trace's busiest stretch of the run's length, replayed
             fixed, window = busiest_minutes(sim, args.trace)
-            rate = window["rate"]
+            rate = sized = window["rate"]
+            counts = dataclasses.replace(sim.sc.trace, path=args.trace, start_minute=0).counts()
         else:
-            rate = positive("--rate")(args.rate)
+            rate = sized = positive("--rate")(args.rate)
             fixed = {"load": "arrivals", "arrivals.rate": rate, "arrivals.shape": shape}
         if args.trace is None and parse_shape(shape).kind != "steady":
             window = peak_window(sim, shape)
             fixed["arrivals.start_s"] = window["start_s"]
-        size_search(sim, "plan", 3 + 2 * 3 * len(ways) // 5, [fixed])
-        sim.expect(sim.seeds * (3 + 2 * 3 * len(ways) // 5))
-        out, every = plan(sim.evaluate, sim.sc, rate, args.p99, p50, headroom, chunk, ways, fixed, sim.builds)
-        if args.uncertainty and out["answer"]:  # the answer under every plausible model: its ranges
-            best = out["answer"]  # (the answer's row of the table too)
+            sized = rate * window["mean_factor"]  # what the window brings: the limits' use and the calls/s to serve
+        lead = positive("--lead", float, 86_400)(args.lead)
+        point = onset_point(None if counts is not None else shape, counts)
+        evaluations = 3 + 2 * 3 * len(ways) // 5 + (2 + PREWARM_TRIES if point else 0)
+        size_search(sim, "plan", evaluations, [fixed])
+        sim.expect(sim.seeds * evaluations)
+        out, every = plan(sim.evaluate_all, sim.sc, sized, args.p99, p50, headroom, chunk, ways, fixed, sim.builds)
+        best = out["answer"]
+        if best and point:  # the demand, not one rate: its onset, and money over it
+            window_s = sim.sc.duration_s - sim.sc.warmup_s
+            out["onset"] = onset(sim, best, point, args.p99, lead, window_s)
+            demand = rates(rate, shape, counts)
+            out["month"] = month(sim, best, sized, demand, out["onset"]["prewarm"], point)
+        if args.uncertainty and best:  # the answer under every plausible model: its ranges
             u = robustness(sim, {"chosen": {"config": best["config"]}}, None, args.jobs)
-            for k, r in u["ranges"].items():
+            for k, r in u["ranges"].items():  # (the answer's row of the table too)
                 best["figures"][k] = {"mean": r["central"], "low": r["low"], "high": r["high"]}
             best["uncertainty"] = {k: v for k, v in u.items() if k != "ranges"}
-        out.update(demand=demand_label(rate, shape, window, args.trace), window=window)
+        out.update(demand=demand_label(rate, shape, window, args.trace), window=window, sized_rate=sized)
         return out, every
 
     def say(self, args: argparse.Namespace, sim: Simulator, out: dict, every: list[Option]) -> None:

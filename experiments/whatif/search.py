@@ -87,8 +87,15 @@ class Simulator:
         return load_scenario(self.scenario, [*self.sets, *(f"{k}={v}" for k, v in config.items())], self.params)
 
     def evaluate(self, config: dict[str, Any]) -> Evaluation:
-        settings = [*self.sets, *(f"{k}={v}" for k, v in config.items())]
-        jobs = [(self.scenario, settings, self.params, s) for s in range(self.seeds)]
+        return self.evaluate_all([config])[0]
+
+    def evaluate_all(self, configs: list[dict[str, Any]]) -> list[Evaluation]:
+        """Configurations simulated over the seeds, every run in the pool at once (the cores kept busy across
+        configurations); the same numbers as one at a time."""
+        jobs = []
+        for config in configs:
+            settings = [*self.sets, *(f"{k}={v}" for k, v in config.items())]
+            jobs += [(self.scenario, settings, self.params, s) for s in range(self.seeds)]
         runs = []
         for r in self.pool.map(_run, jobs) if self.pool else map(_run, jobs):
             runs.append(r)
@@ -96,25 +103,29 @@ class Simulator:
             if self.bar.total is not None and self.runs > self.bar.total:
                 self.bar.total = self.runs
             self.bar.update()
-        e = Evaluation(dict(config))
-        for k in METRICS:
-            vals = [r[k] for r in runs if r.get(k) is not None]
-            e.metrics[k] = _mean_ci(vals) if len(vals) == len(runs) else (None, None)
-            if vals:
-                e.spread[k] = (min(vals), max(vals))
-        if runs[0].get("first_n_back_s") is not None:
-            vals = [r["first_n_back_s"] for r in runs if r["first_n_back_s"] is not None]
-            e.metrics["first_n_back_s"] = _mean_ci(vals) if len(vals) == len(runs) else (None, None)
-        binding = [r.get("binding_limit", "") for r in runs]
-        e.binding = max(sorted(set(binding)), key=binding.count)
-        e.agreement = binding.count(e.binding) / len(binding)
-        e.extrapolated = sorted({x for r in runs for x in r["extrapolated"]})
-        return e
+        return [_evaluation(c, runs[i * self.seeds : (i + 1) * self.seeds]) for i, c in enumerate(configs)]
 
     def close(self) -> None:
         self.bar.close()
         if self.pool:
             self.pool.shutdown()
+
+
+def _evaluation(config: dict[str, Any], runs: list[dict]) -> Evaluation:
+    e = Evaluation(dict(config))
+    for k in METRICS:
+        vals = [r[k] for r in runs if r.get(k) is not None]
+        e.metrics[k] = _mean_ci(vals) if len(vals) == len(runs) else (None, None)
+        if vals:
+            e.spread[k] = (min(vals), max(vals))
+    if runs[0].get("first_n_back_s") is not None:
+        vals = [r["first_n_back_s"] for r in runs if r["first_n_back_s"] is not None]
+        e.metrics["first_n_back_s"] = _mean_ci(vals) if len(vals) == len(runs) else (None, None)
+    binding = [r.get("binding_limit", "") for r in runs]
+    e.binding = max(sorted(set(binding)), key=binding.count)
+    e.agreement = binding.count(e.binding) / len(binding)
+    e.extrapolated = sorted({x for r in runs for x in r["extrapolated"]})
+    return e
 
 
 def _run(job: tuple[str, list[str], list[str], int]) -> dict:

@@ -118,10 +118,18 @@ def _options(argv: list[str]) -> dict:
 def test_the_plan_compares_every_way_and_picks_the_cheapest_that_meets_it(plan):
     out, _ = plan
     ways = {r["way"]: r for r in out["ways"]}
-    assert list(ways) == ["remote", "spawn", "copies", "batching", "server"]
-    # one deployment admits 200 calls/s at most (docs/sources.md §1): with 20% headroom 300/s needs 2 copies or more
-    assert not ways["remote"]["meets"] and "accept_rate" in ways["remote"]["why"]
-    assert ways["copies"]["meets"] and ways["copies"]["config"]["function.copies"] >= 2
+    assert list(ways) == ["remote", "spawn", "batching", "server"]
+    # .map needs its inputs at hand: weighed, and skipped for open-loop arrivals, saying why
+    assert "closed-loop" in out["skipped"]["map"]
+    # one deployment admits 200 calls/s at most (docs/sources.md §1): with 20% headroom 300/s needs 2 copies or more,
+    # and the search starts there for .remote; .spawn's 1,500/s admit it with one
+    tried = {(c["way"], c["config"].get("function.copies")) for c in out["combinations"]}
+    assert min(n for w, n in tried if w == "remote") == 2 and ("spawn", 1) in tried
+    assert ways["remote"]["meets"] and ways["remote"]["config"]["function.copies"] >= 2
+    # every combination simulated says why it is not the answer (or that it is)
+    for c in out["combinations"]:
+        assert c["loses"] == (c["why"] if not c["meets"] else c["loses"]) and c["loses"]
+    assert [c["loses"] for c in out["combinations"]].count("the answer: the cheapest that meets") == 1
     passing = [r for r in out["ways"] if r["meets"]]
     assert out["answer"]["cost_per_hour"] == min(r["cost_per_hour"] for r in passing)
     for r in passing:  # every limit used at most 80%, and the figures in their ranges

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from models.inputs.approaches.base import Approach
 from models.inputs.approaches.batching import Batching
-from models.inputs.approaches.remote import Copies, Remote
+from models.inputs.approaches.remote import Map, Remote
 from models.inputs.approaches.server import Server
 from models.inputs.approaches.spawn import Spawn
 
 APPROACHES: dict[str, Approach] = {a.name: a for a in (Remote(), Spawn(), Batching(), Server())}
-ALIASES = {Copies.name: Remote.name}  # former approach names the schema still reads
-# the options a plan (experiments/plan.py) weighs, in its table's order: the approaches and app copies of .remote
-PLAN_WAYS: dict[str, Approach] = {w.name: w for w in (Remote(), Spawn(), Copies(), Batching(), Server())}
+ALIASES = {"copies": Remote.name}  # former approach names the schema still reads (copies: function.copies)
+# the call styles a plan (experiments/whatif/plan.py) weighs, in its table's order, each over app copies where it
+# calls the Function: the approaches, and .map
+PLAN_WAYS: dict[str, Approach] = {w.name: w for w in (Remote(), Spawn(), Map(), Batching(), Server())}

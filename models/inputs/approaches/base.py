@@ -49,7 +49,6 @@ class Approach:
     # is modelled there only (client timeouts, faults) and the shortcuts' shapes proven there take it; declared, so
     # that a new approach is in none of them until it says so
     call_is_input: ClassVar[bool] = False
-    searches_copies: ClassVar[bool] = False  # a plan searches its app copies (else it runs one)
     label: ClassVar[str]  # its name in a plan's table
     colour: ClassVar[str]  # its colour in every plot and page, the same everywhere
 
@@ -181,7 +180,7 @@ class Approach:
 
     def describe(self, config: dict[str, Any]) -> str:
         """A plan option's configuration ``config`` (its scenario keys) in words."""
-        return self.label
+        return f"{self.label}, {copies_text(config['function.copies'])}" if self.calls_function else self.label
 
 
 def copies_text(n: int) -> str:

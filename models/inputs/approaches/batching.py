@@ -47,7 +47,6 @@ class Batching(Approach):
     maps = False
     sections: ClassVar[dict[str, type]] = {"batching": BatchingParams}
     chunks = True
-    searches_copies = True
     colour = "#8172b3"
 
     def check(self, sc: Scenario) -> None:

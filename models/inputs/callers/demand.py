@@ -10,10 +10,15 @@ distribution's):
   t = 0 at midnight on a Monday (without §7's random drift, spikes and noise: the Poisson arrivals are the noise);
 - ``bursts(EVERY_S, LENGTH_S, FACTOR)``: FACTOR for LENGTH_S seconds at the start of every EVERY_S, else 1;
 - ``spike(AT_S, LENGTH_S, FACTOR)``: FACTOR for LENGTH_S seconds from AT_S, else 1: one traffic spike, the trigger
-  whose aftermath models/inputs/checks/recovery.py measures (``Shape.trigger``).
+  whose aftermath models/inputs/checks/recovery.py measures (``Shape.trigger``);
+- ``weekdays(FROM_H, HOURS, FACTOR)``: FACTOR for HOURS hours from FROM_H:00 each weekday, else 1 (t = 0 at midnight
+  on a Monday): a business-hours peak, "2,000 calls/s for an hour each weekday afternoon" at a base of 400 is
+  ``arrivals.rate = 400`` × ``weekdays(14, 1, 5)``. The rise is a step, the worst case of a real ramp.
 
 ``arrivals.start_s`` starts the run that far into the shape (a week's peak day, say: ``Shape.peak_window`` finds the
-window of a given length with the highest mean rate, which the what-ifs size for).
+window of a given length with the highest mean rate, which the what-ifs size for; ``Shape.onset`` the steepest rise,
+where a plan checks that the pool grows in time; ``Shape.rates`` the factor over one period, what money is integrated
+over).
 
 Arrivals at a varying rate are drawn by thinning (Lewis and Shedler, 1979): candidates at the shape's peak rate, each
 kept with probability rate(t) / peak. ``load = "trace"`` replays a per-minute invocation-count trace in the Azure
@@ -67,6 +72,9 @@ class Shape:
             return day * (1.0 + a[1] * math.sin(2 * math.pi * (t - 1.25 * DAY_S) / WEEK_S))
         if self.kind == "spike":
             return a[2] if a[0] <= t < a[0] + a[1] else 1.0
+        if self.kind == "weekdays":
+            day, into = divmod(t % WEEK_S, DAY_S)
+            return a[2] if day < 5 and a[0] * 3600 <= into < (a[0] + a[1]) * 3600 else 1.0
         # bursts
         return a[2] if t % a[0] < a[1] else 1.0
 
@@ -78,7 +86,7 @@ class Shape:
             return 1.0 + a[1]
         if self.kind == "daily":
             return (1.0 + a[0]) * (1.0 + a[1])
-        if self.kind in ("bursts", "spike"):
+        if self.kind in ("bursts", "spike", "weekdays"):
             return max(1.0, a[2])
         return 1.0
 
@@ -99,6 +107,11 @@ class Shape:
         a = self.args
         if self.kind == "spike":
             return x + (a[2] - 1.0) * min(max(x - a[0], 0.0), a[1])
+        if self.kind == "weekdays":
+            weeks, into = divmod(x, WEEK_S)
+            start, length = a[0] * 3600, a[1] * 3600
+            peaks = sum(min(max(into - d * DAY_S - start, 0.0), length) for d in range(5))
+            return x + (a[2] - 1.0) * (weeks * 5 * length + peaks)
         if self.kind == "steps":
             full = min(int(x // a[0]), len(a) - 2)  # steps passed whole; the last holds after
             return a[0] * sum(a[1 : 1 + full]) + (x - full * a[0]) * a[1 + full]
@@ -117,6 +130,7 @@ class Shape:
             "daily": WEEK_S if self.kind == "daily" and a[1] else DAY_S,
             "bursts": a[0] if self.kind == "bursts" else 1.0,
             "spike": a[0] + a[1] if self.kind == "spike" else 1.0,
+            "weekdays": WEEK_S,
         }[self.kind]
 
     def trigger(self) -> tuple[float, float] | None:
@@ -135,11 +149,48 @@ class Shape:
         means = [Shape(self.kind, self.args, float(s)).mean(length, grid=1000) for s in starts]
         return float(starts[int(np.argmax(means))])
 
+    def rates(self, step: float = 60.0) -> np.ndarray:
+        """The factor over one period, every ``step`` seconds (each sample an equal share of the time): what a month's
+        money is integrated over."""
+        n = max(1, min(100_000, round(self.period() / step)))
+        return np.array([self.factor(self.period() * (i + 0.5) / n - self.offset) for i in range(n)])
+
+    def onset(self, step: float = 60.0) -> tuple[float, float, int] | None:
+        """The steepest rise of the rate within one period: (the shape time it happens, to 0.01 s; the factor before
+        it; how many rises at least half as steep a period holds, each a stretch of such steps), or None when nothing
+        rises (steady). The rise over each ``step`` (at most a thousandth of the period) is taken on a grid, then the
+        step's jump (or steepest point) found by bisection."""
+        if self.kind == "steady":
+            return None
+        period = self.period()
+        n = max(1000, min(100_000, round(period / step)))
+        g = period / n
+        f = np.array([self.factor(i * g - self.offset) for i in range(n + 1)])
+        rise = f[1:] - f[:-1]
+        i = int(np.argmax(rise))
+        if not rise[i] > 0:
+            return None
+        lo, hi, mid_f = i * g, (i + 1) * g, (f[i] + f[i + 1]) / 2.0
+        while hi - lo > 0.01:  # the point where the factor passes the rise's midpoint
+            mid = (lo + hi) / 2.0
+            lo, hi = (mid, hi) if self.factor(mid - self.offset) < mid_f else (lo, mid)
+        steep = rise >= rise[i] / 2.0
+        rises = int(np.sum(steep[1:] & ~steep[:-1])) + int(steep[0] and not steep[-1])  # a stretch across the wrap once
+        return hi, float(f[i]), max(1, rises)
+
     def __str__(self) -> str:
         return self.kind if not self.args else f"{self.kind}({', '.join(f'{x:g}' for x in self.args)})"
 
 
-ARITY = {"steady": (0, 0), "steps": (2, 10_000), "sine": (2, 2), "daily": (2, 2), "bursts": (3, 3), "spike": (3, 3)}
+ARITY = {
+    "steady": (0, 0),
+    "steps": (2, 10_000),
+    "sine": (2, 2),
+    "daily": (2, 2),
+    "bursts": (3, 3),
+    "spike": (3, 3),
+    "weekdays": (3, 3),
+}
 
 
 def parse_shape(text: str) -> Shape:
@@ -147,7 +198,8 @@ def parse_shape(text: str) -> Shape:
     m = re.fullmatch(r"\s*([a-z]+)\s*(?:\(([^()]*)\))?\s*", text)
     if not m or m.group(1) not in ARITY:
         raise ValueError(
-            f"unknown shape {text!r} (shapes: steady, steps(...), sine(...), daily(...), bursts(...), spike(...))"
+            f"unknown shape {text!r} (shapes: steady, steps(...), sine(...), daily(...), bursts(...), spike(...), "
+            "weekdays(...))"
         )
     kind, inner = m.group(1), m.group(2)
     try:
@@ -169,6 +221,8 @@ def parse_shape(text: str) -> Shape:
         raise ValueError(f"{text!r}: needs EVERY_S > 0, 0 < LENGTH_S <= EVERY_S, FACTOR >= 0")
     if kind == "spike" and not (args[0] >= 0 and args[1] > 0 and args[2] >= 0):
         raise ValueError(f"{text!r}: needs AT_S >= 0, LENGTH_S > 0, FACTOR >= 0")
+    if kind == "weekdays" and not (0 <= args[0] < 24 and 0 < args[1] <= 24 - args[0] and args[2] >= 0):
+        raise ValueError(f"{text!r}: needs 0 <= FROM_H < 24, 0 < HOURS <= 24 - FROM_H (within the day), FACTOR >= 0")
     return Shape(kind, args)
 
 
@@ -178,13 +232,14 @@ class ArrivalParams:
     rate: float = param(1.0, gt=0, doc="Poisson arrivals per second (× the shape)")
     shape: str = param(
         "steady",
-        doc="the rate over time: steady, steps, sine, daily, bursts or spike (models/inputs/callers/demand.py)",
+        doc="the rate over time: steady, steps, sine, daily, bursts, spike or weekdays "
+        "(models/inputs/callers/demand.py)",
     )
     start_s: float = param(
         0.0,
         ge=0,
         le=1e9,
-        doc="how far into the shape the run starts (daily: 0 = Monday 00:00; 3 × 86400 = Thursday)",
+        doc="how far into the shape the run starts (daily, weekdays: 0 = Monday 00:00; 3 × 86400 = Thursday)",
     )
 
     def __post_init__(self) -> None:
