@@ -12,7 +12,8 @@ the pool does not grow in time, and money integrated over the demand.
   month × the rises a period holds; a standing minimum of N (no schedule) is priced beside it.
 - **Money.** $/month is the demand's hours at each rate × the cost per steady-state hour at that rate: the answer's
   configuration simulated at the demand's levels (its distinct rates if at most ``LEVELS``, else the least, the
-  median and the greatest over a period; the sized rate is the answer's own run), linear in between, held beyond.
+  median and the greatest over a period; a level within 2% of the sized rate, or the sized rate itself, is the
+  answer's own run at the busiest window), linear in between, held beyond.
   The peak 24×7 is given as an upper bound, labelled as such.
 """
 
@@ -142,11 +143,13 @@ def month(
 ) -> dict:
     """$/month over the demand (this module's docstring), its levels, the pre-warm's share and the 24×7 bound."""
     peak_cost = answer["cost_per_hour"]
-    want = [r for r in levels(demand) if r > 0 and not math.isclose(r, sized_rate, rel_tol=0.02)]
+    at = levels(demand)
+    sized = next((r for r in at if math.isclose(r, sized_rate, rel_tol=0.02)), sized_rate)  # the answer's own run
+    want = [r for r in at if r > 0 and r != sized]
     config = {k: v for k, v in answer["config"].items() if not k.startswith(("trace.", "arrivals."))}
     configs = [{**config, "load": "arrivals", "arrivals.rate": r, "arrivals.shape": "steady"} for r in want]
-    points = {sized_rate: peak_cost}
-    table = [{"rate": sized_rate, "cost_per_hour": peak_cost, "simulated": "the answer's own run"}]
+    points = {sized: peak_cost}
+    table = [{"rate": sized, "cost_per_hour": peak_cost, "simulated": "the answer's own run (the busiest window)"}]
     for r, e in zip(want, sim.evaluate_all(configs) if configs else [], strict=True):
         points[r] = e.mean("cost_per_hour")
         table.append({"rate": r, "cost_per_hour": points[r], "simulated": "steady at this rate"})

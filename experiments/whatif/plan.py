@@ -1,31 +1,37 @@
-"""A capacity plan for a Function: which way past its limits, how much of it, what it costs per hour
-(``python -m experiments.whatif plan``; experiments/whatif/search.py runs the simulations, experiments/whatif/
-plan_page.py words and draws it).
+"""A capacity plan for a Function: which way past its limits, how much of it, what it costs per hour and per month
+(``python -m experiments.whatif plan``; experiments/whatif/search.py runs the simulations, experiments/whatif/peak.py
+the demand's onset and month, experiments/whatif/plan_page.py words and draws it).
 
-The user describes the Function once (a scenario and ``--set``s: max_inputs, target_inputs, max_containers, the work,
-the container's size in ``billing``) and the demand (``--rate`` calls/s, optionally × a ``--shape``), and sets the
-constraints (``--p99``, ``--p50``: added latency; errors: none; calls/s: at least 97% of the rate). For each way of
-docs/sources.md §1 the plan finds the cheapest configuration that meets them **with headroom** against every limit:
+The user describes the Function once (a scenario, e.g. from ``python -m experiments.scenario from-app app.py``, and
+``--set``s: max_inputs, target_inputs, max_containers, the work, the container's size in ``billing``) and the demand
+(``--rate`` calls/s, optionally × a ``--shape``, or a ``--trace``), and sets the constraints (``--p99``, ``--p50``:
+added latency; errors: none; calls/s: at least 97% of the rate). For each call style of docs/sources.md §1, each over
+app copies (way 2) where it calls the Function, the plan finds the cheapest configuration that meets them **with
+headroom** against every limit:
 
-- ``remote``: the Function as it is (one deployment, ``.remote``);
-- ``spawn``: the same Function called with ``.spawn`` (its own accept limit, the same start limit);
-- ``copies``: N deployed copies, the arrivals round robin; N from the fewest the accept and start limits allow with
-  headroom, up by one while a copy fails, and one more for comparison (the cheaper wins);
-- ``batching``: the caller gathers arrivals into chunks of ``--chunk`` items (size or ``batching.wait_s``), N copies
-  as for copies; a container runs ``max_inputs`` items at once, so max_inputs ÷ chunk chunks;
+- ``remote``: ``.remote`` (the synchronous accept limit, 200/s per Function);
+- ``spawn``: ``.spawn`` (its own accept limit, 1,500/s, the same start limit);
+- ``map``: ``.map`` over the caller's inputs; it needs them at hand (closed-loop callers), so an open-loop demand or
+  a trace skips it, saying why;
+- ``batching``: the caller gathers arrivals into chunks of ``--chunk`` items (size or ``batching.wait_s``); a
+  container runs ``max_inputs`` items at once, so max_inputs ÷ chunk chunks;
 - ``server``: the Function as a web server (its containers take ``function.max_inputs`` requests at most, aim at
   ``target_inputs``; no input limits). Requests over max_inputs are answered 429 and are no demand to the autoscaler,
   so a server needs target_inputs below max_inputs to grow.
 
+Copies start from the fewest the accept and start limits allow with headroom, go up while a copy fails, and one more
+is tried once one meets (the cheaper wins); the ways are searched side by side. The table gives each way's choice, and
+every combination simulated says why it is not the answer.
+
 Headroom: at the target rate no limit may be used beyond 1 − ``--headroom`` of what it admits (default 20%): per
-Function the accept rate (200/s sync, 1,500/s async; a chunk is one input), the start rate (its ceiling), the
-in-system cap (Little's law: calls in flight), ``max_containers`` (the window's mean containers) and the workspace
-cap. A way whose limits cannot be met at any scale says which limit, and by how much. A shaped demand is sized on its
-busiest window of the run's length (``Shape.peak_window``), a trace (``--trace``) on its busiest minutes, and the
-plan says so. Each figure is the mean over
-``--seeds`` with its range (least .. greatest over seeds, or with ``--uncertainty`` over the calibration's plausible
-models × seeds: experiments/uncertainty.py); cost per hour is the steady window's (``cost_per_hour``), per month ×
-730 h, the warm-up's apart (``cost_usd_warmup``).
+Function the accept rate (a chunk is one input), the start rate (its ceiling), the in-system cap (Little's law: calls
+in flight), ``max_containers`` (the window's mean containers) and the workspace cap. A way that fails shows no
+headroom, only why. A shaped demand is sized at its busiest window of the run's length (``Shape.peak_window``: the
+window's mean rate), a trace at its busiest minutes; for either the answer is then run through the demand's steepest
+rise, pre-warmed where it misses (``--lead``), and priced per month over the demand (experiments/whatif/peak.py).
+Each figure is the mean over ``--seeds`` with its range (least .. greatest over seeds, or with ``--uncertainty`` over
+the calibration's plausible models × seeds: experiments/uncertainty.py); cost per hour is the steady window's
+(``cost_per_hour``), per month × 730 h at one rate (24×7), the warm-up's apart (``cost_usd_warmup``).
 """
 
 from __future__ import annotations
@@ -45,8 +51,8 @@ from experiments.whatif.search import Simulator, busiest_minutes, peak_window, r
 from models.inputs.approaches import ALIASES, PLAN_WAYS
 from models.inputs.callers.demand import parse_shape
 from models.inputs.platform.billing import HOURS_PER_MONTH
-from models.runs import warn_extrapolated
-from sim.scenario import ScenarioError
+from models.runs import build_scenario, warn_extrapolated
+from sim.scenario import ScenarioError, flatten, to_dict
 
 WAYS = tuple(PLAN_WAYS)  # the ways a plan weighs, in its table's order (models/inputs/approaches)
 MAX_COPIES = 512  # the copies searched at most per way
@@ -259,6 +265,15 @@ def _more_copies_help(o: Option) -> bool:
     return o.use.get("workspace_cap", 0.0) <= 1.0
 
 
+def described(sc: Any) -> dict[str, Any]:
+    """The Function as the user described it: every scenario key whose value differs from the model's default (its
+    name and words left out)."""
+    mine = flatten(to_dict(sc))
+    default = flatten(to_dict(build_scenario({"model": sc.model})))
+    skip = ("name", "description", "source")
+    return {k: v for k, v in mine.items() if k not in skip and (k not in default or default[k] != v)}
+
+
 def _is_number(text: str) -> bool:
     try:
         return math.isfinite(float(text))
@@ -336,6 +351,7 @@ class Plan(Search):
             seeds=sim.seeds,
             scenario=sim.scenario,
             sets=sim.sets,
+            described=described(sim.sc),
         )
         if out["answer"]:
             warn_extrapolated(out["answer"]["extrapolated"], " (the plan's answer)")

@@ -114,42 +114,32 @@ def headroom(out: dict, path: Path) -> str:
 
 
 def _table(out: dict) -> str:
-    head = "".join(
-        f"<th>{h}</th>"
-        for h in (
-            "way",
-            "configuration",
-            "meets",
-            "calls/s",
-            "p99 added, s",
-            "containers",
-            "$/hour",
-            "$/month",
-            "warm-up $",
-            "binds",
-            "headroom",
-        )
-    )
+    """The ways compared: each way's chosen configuration, its figures with their ranges, and the ways skipped."""
+    head = ("way", "configuration", "meets", "calls/s", "p99 added, s", "containers", "$/hour", "$/month 24×7")
+    head += ("warm-up $", "binds", "headroom")
     rows = []
     for r in out["ways"]:
         f = r["figures"]
         dot = f'<span class="dot" style="background:{WAY_COLOURS[r["way"]]}"></span>'
         meets = '<span class="yes">yes</span>' if r["meets"] else f'<span class="no">no: {html.escape(r["why"])}</span>'
-        cells = [
-            f"{dot}{r['way']}",
-            _config(r),
-            meets,
-            _range(f.get("calls_per_s"), "{:,.0f}"),
-            _range(f.get("added_latency_p99_s")),
-            _range(f.get("containers_mean"), "{:,.1f}"),
-            _range(f.get("cost_per_hour"), "${:,.2f}"),
-            f"${r['cost_per_month']:,.0f}" if math.isfinite(r["cost_per_month"]) else "—",
-            _range(f.get("cost_usd_warmup"), "${:,.3g}"),
-            html.escape(r["binding_limit"]),
-            headroom_text(r),
-        ]
-        rows.append("<tr>" + "".join(f'<td class="{"text" if i == 2 else ""}">{c}</td>' for i, c in enumerate(cells)))
-    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+        rows.append(
+            [
+                f"{dot}{r['way']}",
+                html.escape(_config(r)),
+                meets,
+                _range(f.get("calls_per_s"), "{:,.0f}"),
+                _range(f.get("added_latency_p99_s")),
+                _range(f.get("containers_mean"), "{:,.1f}"),
+                _range(f.get("cost_per_hour"), "${:,.2f}"),
+                f"${r['cost_per_month']:,.0f}" if math.isfinite(r["cost_per_month"]) else "—",
+                _range(f.get("cost_usd_warmup"), "${:,.3g}"),
+                html.escape(r["binding_limit"]),
+                headroom_text(r),
+            ]
+        )
+    for way, why in out.get("skipped", {}).items():
+        rows.append([html.escape(way), "—", f'<span class="no">skipped: {html.escape(why)}</span>', *[""] * 8])
+    return _html_table(head, rows, (0, 1, 2))
 
 
 def _range(f: dict | None, fmt: str = "{:,.3g}") -> str:
@@ -166,8 +156,10 @@ def _config(row: dict) -> str:
 
 
 def headroom_text(row: dict) -> str:
-    """The least headroom and its limit: 21% (max_containers); none, the worst over: accept_rate at 1,500%."""
+    """The least headroom and its limit: 21% (max_containers); a way that fails has none to show (—)."""
     use = row["limits_used"]
+    if not row["meets"]:
+        return "—"
     if not use:
         return "no limit in the way"
     k = max(use, key=lambda x: use[x])
@@ -177,25 +169,37 @@ def headroom_text(row: dict) -> str:
 
 
 def words(out: dict) -> list[str]:
-    """The plan in plain words and a table of the ways."""
+    """The plan in plain words: what was asked, the answer, the onset and the money over the demand, a table of the
+    ways and one of every combination simulated, and what the figures rest on."""
     p50 = f", p50 ≤ {out['p50_limit']:g} s" if out["p50_limit"] else ""
     lines = [
         f"Plan for {out['demand']}, added-latency p99 ≤ {out['p99_limit']:g} s{p50}, no errors, "
         f"{out['headroom']:.0%} headroom on every limit; containers of {out['billing']}.",
     ]
     a = out["answer"]
+    month = out.get("month")
     if a is None:
         lines.append("Answer: no way meets it; the table says what each misses.")
     else:
         f = a["figures"]
+        money = (
+            f"${month['cost_per_month']:,.0f}/month over the demand"
+            if month
+            else f"${a['cost_per_month']:,.0f}/month (24×7 at this rate)"
+        )
         lines.append(
-            f"Answer: {a['way']} ({_config(a)}): ${a['cost_per_hour']:,.2f}/h, ${a['cost_per_month']:,.0f}/month at "
-            f"steady state, warm-up ${f.get('cost_usd_warmup', {}).get('mean', 0):,.3g}; p99 "
+            f"Answer: {a['way']} ({_config(a)}): {_range(f.get('cost_per_hour'), '${:,.2f}')}/h at steady state, "
+            f"{money}, warm-up ${f.get('cost_usd_warmup', {}).get('mean', 0):,.3g}; p99 "
             f"{_range(f.get('added_latency_p99_s'))} s; binds: {a['binding_limit']}; headroom {headroom_text(a)}."
         )
+    lines += onset_words(out.get("onset"), out.get("sized_rate"))
+    lines += month_words(month)
+    if a and a["extrapolated"]:
+        lines.append("Outside the calibration (extrapolated): " + "; ".join(a["extrapolated"]) + ".")
     lines += [
         "",
-        "| way | configuration | meets | calls/s | p99 added (s) | containers | $/h | $/month | binds | headroom |",
+        "| way | configuration | meets | calls/s | p99 added (s) | containers | $/h | $/month 24×7 | binds "
+        "| headroom |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in out["ways"]:
@@ -208,18 +212,73 @@ def words(out: dict) -> list[str]:
             f"{_range(f.get('cost_per_hour'), '${:,.2f}')} | ${r['cost_per_month']:,.0f} | "
             f"{r['binding_limit']}{agree} | {headroom_text(r)} |"
         )
+    for way, why in out.get("skipped", {}).items():
+        lines.append(f"| {way} | — | skipped: {why} | | | | | | | |")
+    lines += ["", "Every combination simulated:", "", "| way | configuration | $/h | p99 added (s) | why not |"]
+    lines.append("|---|---|---|---|---|")
+    for c in out.get("combinations", []):
+        f = c["figures"]
+        lines.append(
+            f"| {c['way']} | {_config(c)} | {_range(f.get('cost_per_hour'), '${:,.2f}')} | "
+            f"{_range(f.get('added_latency_p99_s'))} | {c['loses']} |"
+        )
     ranges = (
         "seeds (the answer's: plausible models × seeds)"
         if out["answer"] and "uncertainty" in out["answer"]
         else "seeds"
     )
-    for way, why in out.get("skipped", {}).items():
-        lines.append(f"| {way} | — | skipped: {why} | | | | | | | |")
     lines.append(
         f"\n{out['simulations']} simulations, {out['seeds']} seeds each; ranges (low .. high) over {ranges}; "
         "$/h: the window's mean containers × the price; headroom: 1 − the most used limit's share."
     )
     return lines
+
+
+def onset_words(o: dict | None, sized: float | None) -> list[str]:
+    """The peak's onset checked, and the pre-warm it needs (experiments/whatif/peak.py)."""
+    if not o:
+        return []
+    first = o["tries"][0]
+    day, into = divmod(o["at_s"] % (7 * 86_400), 86_400)
+    when = (
+        f"day {day:.0f} {into // 3600:02.0f}:{into % 3600 // 60:02.0f}" if o["period_h"] >= 24 else f"{o['at_s']:g} s"
+    )
+    lines = [
+        f"Onset: the steepest rise ({when}, {o['rises']} a period of {o['period_h']:g} h), run from {o['lead_s']:g} s "
+        f"before it: p99 {first['p99_s']:.3g} s from the rise on for {o['window_s']:g} s without pre-warming: "
+        + ("meets." if first["meets"] else f"misses ({first['why']}).")
+    ]
+    w = o["prewarm"]
+    if w:
+        lines.append(
+            f"Pre-warm: min_containers {w['min_containers']} on each of {w['copies']} cop"
+            f"{'y' if w['copies'] == 1 else 'ies'} from {w['lead_s']:g} s before the rise (a modal.Cron Function "
+            f"calling Function.update_autoscaler(min_containers={w['min_containers']}), and back to 0 after the peak): "
+            f"p99 {w['p99_s']:.3g} s, verified; "
+            + (
+                f"${w['cost_per_onset']:,.3g} per onset."
+                if w["cost_per_onset"] >= 0
+                else f"it saves ${-w['cost_per_onset']:,.3g} per onset (the pool that grows late overshoots)."
+            )
+        )
+    elif not o["meets"]:
+        lines.append(f"Pre-warm: none found that meets it: {o.get('why', '')}.")
+    return lines
+
+
+def month_words(m: dict | None) -> list[str]:
+    """Money over the demand: serving, pre-warm, and the 24×7 upper bound."""
+    if not m:
+        return []
+    levels = ", ".join(f"${x['cost_per_hour']:,.2f}/h at {x['rate']:,.4g} calls/s" for x in m["levels"])
+    line = (
+        f"Per month over the demand: ${m['cost_per_month']:,.0f} (serving ${m['serving_per_month']:,.0f}, from "
+        f"{levels}, linear in between; pre-warm ${m['prewarm_per_month']:,.0f} for {m['onsets_per_month']:,.1f} "
+        f"onsets). Upper bound, the peak 24×7: ${m['peak_24x7_per_month']:,.0f}/month."
+    )
+    if "standing_min_per_month" in m:
+        line += f" A standing minimum instead of the schedule: +${m['standing_min_per_month']:,.0f}/month."
+    return [line]
 
 
 def page(out: dict, every: list[Any], path: Path) -> Path:
@@ -228,14 +287,65 @@ def page(out: dict, every: list[Any], path: Path) -> Path:
     a = out["answer"]
     answer = html.escape(lines[1].removeprefix("Answer: "))
     box = f'<p class="answer{"" if a else " none"}"><strong>Answer.</strong> {answer}</p>'
+    demand = "".join(f"<p>{html.escape(x)}</p>" for x in onset_words(out.get("onset"), out.get("sized_rate")))
+    demand += "".join(f"<p>{html.escape(x)}</p>" for x in month_words(out.get("month")))
+    flags = (
+        '<p class="no"><strong>Outside the calibration (extrapolated):</strong> '
+        + html.escape("; ".join(a["extrapolated"]))
+        + "</p>"
+        if a and a["extrapolated"]
+        else '<p class="muted">Within the calibration: no figure extrapolated.</p>'
+    )
     head = f'<meta charset="utf-8"><title>Capacity plan</title><style>{STYLE}</style>'
     body = f"""<!doctype html><html><head>{head}</head><body><h1>Capacity plan</h1><p>{html.escape(lines[0])}</p>{box}
+{flags}{f"<h2>The demand: its onset and its month</h2>{demand}{_levels(out.get('month'))}" if demand else ""}
 <h2>The ways compared</h2>{_table(out)}
 <p class="muted">{html.escape(lines[-1].strip())}</p>
+<h2>Every combination simulated</h2>{_combinations(out)}
 <h2>Cost against latency</h2><figure>{frontier(out, every, path)}<figcaption>frontier.png</figcaption></figure>
 <h2>Headroom</h2><figure>{headroom(out, path)}<figcaption>headroom.png</figcaption></figure>
-<h2>The Function as described</h2><p class="muted">scenario {html.escape(str(out["scenario"]))}, settings
-{html.escape(", ".join(out["sets"]))}</p></body></html>"""
+<h2>The Function as described</h2>{_described(out)}</body></html>"""
     target = path / "plan.html"
     files.write_text(target, body)
     return target
+
+
+def _html_table(head: tuple[str, ...], rows: list[list[str]], text: tuple[int, ...] = ()) -> str:
+    """An HTML table of already escaped cells; the columns ``text`` left-aligned."""
+    th = "".join(f"<th>{h}</th>" for h in head)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{"text" if i in text else ""}">{c}</td>' for i, c in enumerate(r)) + "</tr>"
+        for r in rows
+    )
+    return f"<table><tr>{th}</tr>{body}</table>"
+
+
+def _combinations(out: dict) -> str:
+    rows = []
+    for c in out.get("combinations", []):
+        f = c["figures"]
+        dot = f'<span class="dot" style="background:{WAY_COLOURS[c["way"]]}"></span>'
+        rows.append(
+            [
+                f"{dot}{c['way']}",
+                html.escape(_config(c)),
+                _range(f.get("cost_per_hour"), "${:,.2f}"),
+                _range(f.get("added_latency_p99_s")),
+                html.escape(c["loses"]),
+            ]
+        )
+    return _html_table(("way", "configuration", "$/hour", "p99 added, s", "why not the answer"), rows, (0, 1, 4))
+
+
+def _levels(m: dict | None) -> str:
+    if not m:
+        return ""
+    rows = [[f"{x['rate']:,.4g}", f"${x['cost_per_hour']:,.2f}", html.escape(x["simulated"])] for x in m["levels"]]
+    return _html_table(("calls/s", "$/hour at steady state", "from"), rows, (2,))
+
+
+def _described(out: dict) -> str:
+    """Every key of the user's scenario that differs from the model's default, and what the plan set."""
+    rows = [[html.escape(k), html.escape(str(v))] for k, v in out.get("described", {}).items()]
+    said = f"scenario {html.escape(str(out['scenario']))}; settings {html.escape(', '.join(out['sets']))}"
+    return _html_table(("key", "value (differs from the default)"), rows, (0, 1)) + f'<p class="muted">{said}</p>'

@@ -226,13 +226,14 @@ def peak_window(sim: Simulator, shape: str) -> dict:
     profile = parse_shape(shape)
     start = profile.peak_window(length)
     day, hour = divmod(start / 3600.0, 24.0)
+    span = f"{length / 3600:g} h" if length >= 3600 else f"{length:g} s"
+    at = f"day {day:.0f} {hour:02.0f}:00 (day 0 = Monday 00:00)" if profile.period() >= 86_400 else f"{start:g} s"
     return {
         "start_s": start,
         "length_s": length,
         "mean_factor": Shape(profile.kind, profile.args, start).mean(length),
         "whole_mean_factor": profile.mean(profile.period()),
-        "said": f"the {length / 3600:g} h of the shape with the highest mean rate, from day {day:.0f} "
-        f"{hour:02.0f}:00 on (day 0 = Monday 00:00 for daily)",
+        "said": f"the {span} of the shape with the highest mean rate, from {at} on",
     }
 
 

@@ -6,12 +6,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from experiments import run as run_cmd
 from models.inputs import loadtest
-from models.inputs.callers.demand import generate_azure, parse_shape, read_azure
-from tests.support import preset
+from models.inputs.callers.demand import DAY_S, WEEK_S, Shape, generate_azure, parse_shape, read_azure
+from tests.support import examples, preset
 
 SAMPLE = "experiments/demand/azure-sample.csv"
 
@@ -50,7 +52,14 @@ def test_bursts_and_the_ideal_rate_is_the_shapes_mean():
 
 @pytest.mark.parametrize(
     "text",
-    ["steps(7, 2, 0.5, 3)", "bursts(10, 1, 1e6)", "bursts(3.3, 0.001, 50)", "sine(60, 0.9)", "spike(30, 0.01, 1e4)"],
+    [
+        "steps(7, 2, 0.5, 3)",
+        "bursts(10, 1, 1e6)",
+        "bursts(3.3, 0.001, 50)",
+        "sine(60, 0.9)",
+        "spike(30, 0.01, 1e4)",
+        "weekdays(0, 0.0001, 1e4)",
+    ],
 )
 @pytest.mark.parametrize("offset", [0.0, 4.5, 1234.567])
 def test_a_shapes_mean_is_its_integral_exactly_however_narrow_its_bursts(text, offset):
@@ -62,8 +71,41 @@ def test_a_shapes_mean_is_its_integral_exactly_however_narrow_its_bursts(text, o
         brute = float(np.mean(np.vectorize(shape.factor)(t)))
         assert shape.mean(d) == pytest.approx(brute, rel=0.01), (d, brute)
     a = shape.args
-    long_run = {"steps": a[-1], "bursts": 1 + (a[-1] - 1) * a[1] / a[0], "sine": 1.0, "spike": 1.0}[shape.kind]
-    assert shape.mean(1e6) == pytest.approx(long_run, rel=1e-3)  # over a million seconds: whole periods
+    d, long_run = 1e6, {"steps": a[-1], "sine": 1.0, "spike": 1.0}.get(shape.kind)  # a million seconds: whole periods
+    if shape.kind == "bursts":
+        long_run = 1 + (a[-1] - 1) * a[1] / a[0]
+    if shape.kind == "weekdays":  # the peak 5 days a week, over 20 whole weeks
+        d, long_run = 20 * WEEK_S, 1 + (a[2] - 1) * 5 * a[1] * 3600 / WEEK_S
+    assert shape.mean(d) == pytest.approx(long_run, rel=1e-3)
+
+
+def test_a_weekday_peak_is_on_weekdays_only_and_its_onset_is_its_start():
+    peak = parse_shape("weekdays(14, 1, 5)")
+    at = {(d, h): peak.factor(d * DAY_S + h * 3600 + 1) for d in range(7) for h in range(24)}
+    assert {k for k, v in at.items() if v == 5} == {(d, 14) for d in range(5)} and set(at.values()) == {1.0, 5.0}
+    assert peak.mean(WEEK_S) == pytest.approx(np.mean(peak.rates()), rel=1e-9)  # minutes: equal shares of the time
+    assert peak.onset() == (pytest.approx(14 * 3600, abs=0.01), 1.0, 5)  # Monday 14:00, from 1×, five a week
+    assert peak.peak_window(3600) == 14 * 3600
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    step=st.floats(1, 1e5),
+    factors=st.lists(st.floats(0, 100).map(lambda x: round(x, 3)), min_size=2, max_size=8),
+    offset=st.floats(0, 1e5),
+)
+def test_the_onset_of_steps_is_the_start_of_their_steepest_rise(step, factors, offset):
+    shape = Shape("steps", (step, *factors), offset)
+    rises = np.diff(factors)
+    on = shape.onset()
+    if not (rises > 0).any():
+        assert on is None
+        return
+    i = int(np.argmax(rises))  # the first of the steepest: the step i + 1 begins at (i + 1) × step, shape time
+    at, before, count = on
+    assert shape.factor(at - offset) == factors[i + 1] and shape.factor(at - offset - 0.02) == before
+    assert before == factors[i] and abs(at - (i + 1) * step) <= 0.02
+    assert 1 <= count <= int((rises >= rises[i] / 2).sum())
 
 
 def test_daily_shape_follows_domain_section_7():
