@@ -192,6 +192,9 @@ def words(out: dict) -> list[str]:
             f"{money}, warm-up ${f.get('cost_usd_warmup', {}).get('mean', 0):,.3g}; p99 "
             f"{_range(f.get('added_latency_p99_s'))} s; binds: {a['binding_limit']}; headroom {headroom_text(a)}."
         )
+    if a and a["limits_used"]:
+        use = a["limits_used"]
+        lines.append("Headroom per limit: " + ", ".join(f"{k} {1 - v:.0%}" for k, v in sorted(use.items())) + ".")
     lines += onset_words(out.get("onset"), out.get("sized_rate"))
     lines += month_words(month)
     if a and a["extrapolated"]:
@@ -287,6 +290,7 @@ def page(out: dict, every: list[Any], path: Path) -> Path:
     a = out["answer"]
     answer = html.escape(lines[1].removeprefix("Answer: "))
     box = f'<p class="answer{"" if a else " none"}"><strong>Answer.</strong> {answer}</p>'
+    per_limit = next((f"<p>{html.escape(x)}</p>" for x in lines if x.startswith("Headroom per limit")), "")
     demand = "".join(f"<p>{html.escape(x)}</p>" for x in onset_words(out.get("onset"), out.get("sized_rate")))
     demand += "".join(f"<p>{html.escape(x)}</p>" for x in month_words(out.get("month")))
     flags = (
@@ -298,7 +302,7 @@ def page(out: dict, every: list[Any], path: Path) -> Path:
     )
     head = f'<meta charset="utf-8"><title>Capacity plan</title><style>{STYLE}</style>'
     body = f"""<!doctype html><html><head>{head}</head><body><h1>Capacity plan</h1><p>{html.escape(lines[0])}</p>{box}
-{flags}{f"<h2>The demand: its onset and its month</h2>{demand}{_levels(out.get('month'))}" if demand else ""}
+{per_limit}{flags}{f"<h2>The demand: its onset and its month</h2>{demand}{_levels(out.get('month'))}" if demand else ""}
 <h2>The ways compared</h2>{_table(out)}
 <p class="muted">{html.escape(lines[-1].strip())}</p>
 <h2>Every combination simulated</h2>{_combinations(out)}
