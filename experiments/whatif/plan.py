@@ -57,6 +57,7 @@ from sim.scenario import ScenarioError, flatten, to_dict
 WAYS = tuple(PLAN_WAYS)  # the ways a plan weighs, in its table's order (models/inputs/approaches)
 MAX_COPIES = 512  # the copies searched at most per way
 TRIES = 6  # configurations simulated at most per way
+GROWTH = 1.5  # a failing way's copies, times this at the next try
 HEADROOM = 0.2
 
 
@@ -131,7 +132,7 @@ def verdict(o: Option, rate: float, p99: float, p50: float | None, headroom: flo
     over = {k: v for k, v in o.use.items() if v > 1.0 - headroom}
     for k, v in sorted(over.items(), key=lambda kv: -kv[1]):
         misses.append(f"{k} {v:,.0%} used (at most {1 - headroom:.0%})")
-    errors = o.mean("errors_total")
+    errors = o.mean("errors")  # of the steady window: the start at full load from no container is the onset's
     if errors > 0:
         misses.append(f"{errors:,.0f} errors ({o.binding})")
     got = o.mean("calls_served_per_s")  # the demand served, whenever back (an open loop's headline lags it)
@@ -190,8 +191,9 @@ def plan(
     whose scenario does not build with this load (``builds(config)`` raises: batching a trace, ``.map`` of open-loop
     arrivals) is skipped, and said why; if none builds, the first way's reason is the error. The ways are searched
     side by side, each round's configurations simulated together: a way that calls the Function from the fewest app
-    copies its accept and start limits admit with headroom, up while it fails, and one more copy once it meets (the
-    cheaper wins)."""
+    copies its accept and start limits admit with headroom, × GROWTH while it fails, and one more copy once it meets
+    (the cheaper wins). A failing way stops once its try costs more per hour than one that meets (more copies hold
+    more containers, not fewer)."""
     tried: dict[str, list[Option]] = {}
     skipped: dict[str, str] = {}  # the ways that cannot take this load, and why
     pending: dict[str, int] = {}  # each way's next app copies to simulate
@@ -206,20 +208,24 @@ def plan(
         pending[way] = MAX_COPIES if n is None else n
     while pending:
         configs = [{**fixed, **PLAN_WAYS[w].plan_settings(n, chunk, sc)} for w, n in pending.items()]
-        after: dict[str, int] = {}
         for (way, n), e in zip(pending.items(), evaluate_all(configs), strict=True):
             o = option_of(way, e, n, chunk, rate, sc)
             verdict(o, rate, p99, p50, headroom)
             if n == MAX_COPIES and fewest_copies(way, chunk, rate, sc, headroom) is None:
                 o.why = f"more than {MAX_COPIES} copies needed for the accept and start limits; " + o.why
-            met = any(t.meets for t in tried[way])
             tried[way].append(o)
-            if not PLAN_WAYS[way].calls_function or met or n >= MAX_COPIES:
+        cheapest = min((o.mean("cost_per_hour") for t in tried.values() for o in t if o.meets), default=math.inf)
+        after: dict[str, int] = {}
+        for way, n in pending.items():
+            o, options = tried[way][-1], tried[way]
+            if not PLAN_WAYS[way].calls_function or n >= MAX_COPIES or any(t.meets for t in options[:-1]):
                 continue
             if o.meets:
                 after[way] = n + 1  # one more copy may cost less (each copy's pool is sized on its own)
-            elif len(tried[way]) < TRIES and _more_copies_help(o):
-                after[way] = min(MAX_COPIES, max(n + 1, math.ceil(n * 1.25)))
+            elif o.mean("cost_per_hour") > cheapest:  # more copies of it would cost more still
+                o.why += f"; stopped: it already costs more than ${cheapest:,.2f}/h, a way that meets"
+            elif len(options) < TRIES and _more_copies_help(o):
+                after[way] = min(MAX_COPIES, max(n + 1, math.ceil(n * GROWTH)))
         pending = after
     if not tried:
         raise ScenarioError(next(iter(skipped.values())))

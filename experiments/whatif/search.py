@@ -27,6 +27,7 @@ METRICS = (
     "calls_per_s",
     "added_latency_p99_s",
     "added_latency_p50_s",
+    "errors",
     "errors_total",
     "container_seconds",
     "cost_usd",
