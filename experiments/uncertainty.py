@@ -215,7 +215,8 @@ def current(sc: Any, key: str) -> Any:
     return sc
 
 
-def _setting(key: str, v: Any) -> str:
+def as_setting(key: str, v: Any) -> str:
+    """``key=value`` as ``--set`` reads it back."""
     return f"{key}={str(v).lower() if isinstance(v, bool) else (f'{v:g}' if isinstance(v, float) else v)}"
 
 
@@ -241,7 +242,7 @@ def envelope_of(sc: Any, params: list[str], users: set[str] = frozenset()) -> En
     sources = {}
     for key, values, source in declared(model.schema):
         for v in values:
-            setting = _setting(key, v)
+            setting = as_setting(key, v)
             if key in users or skip(setting) or v == current(sc, key):
                 continue
             of += 1
