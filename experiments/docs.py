@@ -142,6 +142,8 @@ def _range(meta: typing.Mapping[str, Any]) -> str:
     parts = [
         f"{op} {meta[k]:g}" for k, op in (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<")) if meta.get(k) is not None
     ]
+    if meta.get("plausible"):  # what --uncertainty runs besides the value in use (experiments/uncertainty.py)
+        parts.append("plausible " + ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in meta["plausible"]))
     return ", ".join(parts)
 
 
@@ -173,7 +175,9 @@ def keys_page() -> str:
         "",
         "Every key a scenario file (or `--set KEY=VALUE`) accepts, by model (the scenario's `model` key): its type,",
         "its default, the range it is checked against, what it is and where its value comes from. A key not listed",
-        "here is an error naming it, and so is a value of the wrong type or out of range (exit 2).",
+        "here is an error naming it, and so is a value of the wrong type or out of range (exit 2). The range column",
+        "also lists a key's *plausible* values, where it has them: the other values its fit or its sources leave open,",
+        "each a model `--uncertainty` runs ([Calibration](../explanation/calibration.md#ranges-the-plausible-models)).",
         "Distributions are written as in the presets, e.g. `uniform(1, 10)` or `const(0.5)`.",
         "",
     ]
