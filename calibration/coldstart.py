@@ -74,7 +74,11 @@ def fit_coldstart(seeds: list[int], path: Path) -> str:
         lines.append(f"#   {program} {mode} {k}: {figs[(program, mode, k)]:.3g} (measured {want:g})")
     program, want = COLDSTART_RATIO
     ratio = figs[(program, "lazy", "cold_start_mean_s")] / figs[(program, "snapshot", "cold_start_p50_s")]
-    lines += [f"#   {program} lazy mean / snapshot p50: {ratio:.3g} (measured {want:g})", "", "[coldstart]"]
+    lines.append(f"#   {program} lazy mean / snapshot p50: {ratio:.3g} (measured {want:g})")
+    bands = coldstart_bands(values, seeds)  # what models/coldstart.py declares as the keys' plausible values
+    lines.append(f"# Plausible, each alone with every figure within {COLDSTART_TOLERANCE:.0%} (coldstart_bands):")
+    lines += [f"#   {k}: {low:.3g} .. {high:.3g}" for k, (low, high) in bands.items()]
+    lines += ["", "[coldstart]"]
     lines += [f"{k} = {v!r}" for k, v in values.items()]
     from calibration.report import write_checked
 
