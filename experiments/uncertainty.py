@@ -220,9 +220,18 @@ def as_setting(key: str, v: Any) -> str:
     return f"{key}={str(v).lower() if isinstance(v, bool) else (f'{v:g}' if isinstance(v, float) else v)}"
 
 
+def _read(path: Path) -> Plausible:
+    """``load``, once a process for a sweep's many points while the file stays as it is (a file rewritten is read
+    again; one that fails is read again, and fails again)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return load(path)  # which says what is wrong with it
+    return _loaded(path, (st.st_mtime_ns, st.st_size, st.st_ino))
+
+
 @functools.lru_cache(maxsize=8)
-def _loaded(path: Path) -> Plausible:
-    """``load``, once a process for a sweep's many points (a file that fails is read again, and fails again)."""
+def _loaded(path: Path, stamp: tuple[int, int, int]) -> Plausible:
     return load(path)
 
 
@@ -234,7 +243,7 @@ def envelope_of(sc: Any, params: list[str], users: set[str] = frozenset()) -> En
     how = model.plausible
     path = plausible_file(params, how.shipped)
     if path is not None:
-        plausible = _loaded(path)
+        plausible = _read(path)
         chosen, of = plausible.envelope(sc, how), len(plausible.models)
     else:
         chosen, of = [[]], 1  # the kept model: the scenario as it is
