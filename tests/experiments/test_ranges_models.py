@@ -59,9 +59,11 @@ def test_sandbox_ranges_take_the_fit_the_sources_and_the_rival_placement(capsys)
     assert {"scheduler.request_s=0.003", "scheduler.request_s=0.092", "scheduler.placement=random"} <= set(u["sources"])
     assert "fitted" in u["sources"]["scheduler.request_s=0.003"]
     # another control plane reads none of the v2 scheduler's keys, and takes its own
-    v1 = ranged(capsys, "sandboxes-v1", "--set", "sandboxes.count=1000", "--set", "fleet.workers=100")
+    small = ("sandboxes-v1", "--set", "sandboxes.count=1000", "--set", "fleet.workers=100")
+    v1 = ranged(capsys, *small)
     check(v1, "creation_makespan_s")  # the database's throughput over the hardware it could be
     assert {s.partition(".")[0] for s in v1["sources"]} == {"fleet", "postgres"}
+    assert ranged(capsys, *small)["ranges"] == v1["ranges"]  # the same seed, the same ranges
 
 
 def test_the_text_names_each_models_source(capsys):
