@@ -31,6 +31,8 @@ without: docs/sources.md §3) and the program's keys to set; a load test then na
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import sys
 from collections.abc import Callable
@@ -43,7 +45,7 @@ from models.runs import build_scenario
 from sim.cli import ArgParser, main_guard, one_line, out_path
 from sim.errors import ScenarioError
 from sim.files import check_out, loads_toml, write_text
-from sim.scenario import flatten, schema_keys
+from sim.scenario import flatten, schema_keys, to_dict
 
 PROG = "experiments.scenario"
 MIB_PER_GIB = 1024
@@ -56,6 +58,8 @@ class Key:
     key: str
     value: Any
     origin: str
+    stated: bool = True  # stated by the app's source (else a default to set, or the scenario's own name)
+    off: str = ""  # why it is written as a comment, not as a key (a key the run would refuse without another)
 
 
 def origin(where: str, f: Factory, arg: Arg | None = None) -> str:
@@ -114,6 +118,7 @@ RETRIES = {  # modal.Retries(...) (modal/retries.py)
     "initial_delay": ("function.retry_initial_delay_s", _number),
     "max_delay": ("function.retry_max_delay_s", _number),
 }
+RETRIES_OFF = "a load test fails an input only by a crash (faults.crash_containers): set one to use them"
 NOT_KEYS = {  # stated, read, and not a key of a load test: why
     "timeout": "a load test does not fail an input for running long (the Function's timeout is not modelled)",
     "startup_timeout": "a container's start is not cut short in a load test",
@@ -136,8 +141,11 @@ class Mapper:
     def note(self, f: Factory, text: str) -> None:
         self.notes.append(f"{self.where}:{f.line} {text}")
 
-    def put(self, key: str, value: Any, why: str) -> None:
-        self.keys[key] = Key(key, value, why)
+    def put(self, key: str, value: Any, why: str, stated: bool = True, off: str = "") -> None:
+        self.keys[key] = Key(key, value, why, stated, off)
+
+    def default(self, key: str, value: Any, why: str) -> None:
+        self.put(key, value, f"default, TO SET: {why}", stated=False)
 
     def args(self, f: Factory, table: dict[str, tuple[str, Callable[[Any], Any]]]) -> None:
         for name, (key, convert) in table.items():
@@ -146,6 +154,7 @@ class Mapper:
             arg = f.args[name]
             if isinstance(arg.value, Unknown):
                 self.note(f, f"{name}: {arg.value.why}: not read; {key} left at its default")
+                self.default(key, defaults()[key], f"{self.where}:{f.line} {arg.text} is not fixed by the source")
                 continue
             value = convert(arg.value)
             if value is None:
@@ -186,21 +195,17 @@ class Mapper:
             if f.args.get("snap") and f.args["snap"].value is True:
                 self.note(f, "snap=True: " + NOT_KEYS["enable_memory_snapshot"])
         if "approach" not in self.keys:
-            self.put(
-                "approach",
-                "remote",
-                "default, TO SET: how your callers call it is not in the app: remote (.remote), spawn (.spawn), "
-                "batching (callers send lists); app copies: function.copies",
-            )
+            why = "how your callers call it is not in the app: remote (.remote), spawn (.spawn), batching (callers "
+            self.default("approach", "remote", why + "send lists); app copies: function.copies")
         if fn.kind != "server" and not fn.of("concurrent"):
             why = f"{self.where}:{fn.line} no @modal.concurrent: one input (a batch) per container, modal's default"
             self.put("function.max_inputs", 1, why)
         if any(f.args.get("gpu") and f.args["gpu"].value is not None for f in fn.of(fn.kind)):
-            self.put("billing.gpu_per_s", 0.0, "TO SET: the app asks for a GPU; $ per second of its class")
-        self.put("work", "uniform(1, 10)", "default, TO SET: your Function's own time per input (a distribution)")
-        self.put("load", "arrivals", "default, TO SET: open-loop calls (arrivals), closed-loop clients or a trace")
-        self.put("arrivals.rate", 1.0, "default, TO SET: your calls per second (arrivals.shape for its shape)")
-        self.put("duration_s", 60.0, "default: simulated seconds of the run")
+            self.default("billing.gpu_per_s", 0.0, "the app asks for a GPU: $ per second of its class")
+        self.default("work", "uniform(1, 10)", "your Function's own time per input (a distribution)")
+        self.default("load", "arrivals", "open-loop calls (arrivals), closed-loop clients (clients.*) or a trace")
+        self.default("arrivals.rate", 1.0, "your calls per second (arrivals.shape for its shape over time)")
+        self.default("duration_s", 60.0, "simulated seconds of the run")
 
     def retries(self, f: Factory) -> None:
         arg = f.args.get("retries")
@@ -208,20 +213,23 @@ class Mapper:
             return
         if isinstance(arg.value, Factory) and arg.value.kind == "retries":
             self.args(arg.value, RETRIES)
-            return
-        if _count(arg.value) is None:
+        elif _count(arg.value) is None:
             why = arg.value.why if isinstance(arg.value, Unknown) else "not an int or modal.Retries"
             self.note(f, f"{arg.text}: {why}: function.retries left at its default")
-            return
-        self.put("function.retries", arg.value, origin(self.where, f, arg))
-        self.put("function.retry_backoff", 1.0, origin(self.where, f, arg) + ": an int retries with backoff 1.0")
+        else:
+            self.put("function.retries", arg.value, origin(self.where, f, arg))
+            self.put("function.retry_backoff", 1.0, origin(self.where, f, arg) + ": an int retries with backoff 1.0")
+        for k in [k for k in self.keys if k.startswith("function.retr")]:
+            self.keys[k] = dataclasses.replace(self.keys[k], off=RETRIES_OFF)
+        if any(k.startswith("function.retr") for k in self.keys):
+            self.note(f, f"{arg.text}: written as comments: {RETRIES_OFF}")
 
     def coldstart(self) -> None:
         fn = self.fn
         app = fn.of(fn.kind)
         snap = next((f for f in app if f.args.get("enable_memory_snapshot", Arg(False, "")).value is True), None)
         gpu = next((f for f in app if f.args.get("gpu", Arg(None, "")).value is not None), None)
-        self.put("model", "coldstart", "--model coldstart: the Function's container start")
+        self.put("model", "coldstart", "--model coldstart: the Function's container start", stated=False)
         if snap is not None:
             self.put("coldstart.mode", "snapshot", origin(self.where, snap, snap.args["enable_memory_snapshot"]))
         else:
@@ -243,9 +251,15 @@ class Mapper:
             "gpu_setup_s": (0.0, "re-creating GPU state after a restore"),
         }
         for key, (value, what) in program.items():
-            self.put(f"coldstart.program.{key}", value, f"default, TO SET: {what}")
+            self.default(f"coldstart.program.{key}", value, what)
         for f in app:
             self.note(f, "the autoscaler, concurrency and billing are a load test's keys, not the coldstart model's")
+
+
+@functools.cache
+def defaults() -> dict[str, Any]:
+    """A load test's keys at their defaults, by dotted name."""
+    return flatten(to_dict(build_scenario({})))
 
 
 def render(keys: list[Key], header: str) -> str:
@@ -257,7 +271,8 @@ def render(keys: list[Key], header: str) -> str:
     for section, items in sorted(sections.items(), key=lambda s: (s[0] != "", s[0])):
         lines += ["", f"[{section}]"] if section else []
         for k in items:
-            lines.append(f"{k.key.rpartition('.')[2]} = {toml_value(k.value)}  # {one_line(k.origin)}")
+            line = f"{k.key.rpartition('.')[2]} = {toml_value(k.value)}  # {one_line(k.origin)}"
+            lines.append(f"# {line}; {k.off}" if k.off else line)
     return "\n".join(lines) + "\n"
 
 
@@ -287,18 +302,31 @@ def pick(functions: list[AppFunction], name: str | None, where: str) -> AppFunct
     return found[0]
 
 
-def from_app(path: str, function: str | None = None, model: str = "function") -> tuple[str, list[str]]:
-    """The scenario TOML of one Function of the app at ``path`` and the notes on what was not read; ScenarioError
-    for bad input."""
+@dataclass(frozen=True)
+class FromApp:
+    """One Function's scenario: its keys, its TOML text (built through the loader) and the notes for stderr."""
+
+    keys: list[Key]
+    text: str
+    notes: list[str]
+
+    def stated(self) -> dict[str, Any]:
+        """The keys the app's source states, by dotted name."""
+        return {k.key: k.value for k in self.keys if k.stated and not k.off}
+
+
+def from_app(path: str, function: str | None = None, model: str = "function") -> FromApp:
+    """The scenario of one Function of the app at ``path`` (``function``: its name, needed if the app has several;
+    ``model``: ``function``, a load test, or ``coldstart``, its container start); ScenarioError for bad input."""
     where = Path(path).name
     fn = pick(read_app(path), function, path)
     m = Mapper(fn, where)
     m.coldstart() if model == "coldstart" else m.loadtest()
     stated = f"{where}:{fn.line} {fn.name}"
     keys = [
-        Key("name", fn.name, f"{stated}: the Function's name"),
-        Key("description", f"{fn.name} of {where}, read from its source", "written by experiments.scenario"),
-        Key("source", f"{path} (python -m experiments.scenario from-app)", "the app's source, never run"),
+        Key("name", fn.name, f"{stated}: the Function's name", False),
+        Key("description", f"{fn.name} of {where}, read from its source", f"written by {PROG}", False),
+        Key("source", f"{path} (python -m {PROG} from-app)", "the app's source, never run", False),
         *m.keys.values(),
     ]
     text = render(keys, f"{where}'s Function {fn.name}, read from its source by python -m {PROG} from-app")
@@ -310,7 +338,7 @@ def from_app(path: str, function: str | None = None, model: str = "function") ->
         k = next((k for k in keys if k.key == key), None)
         raise ScenarioError(f"{e} (from {k.origin})" if k else str(e)) from None
     assert set(flatten(tree)) <= known, set(flatten(tree)) - known  # every key written is one of the schema's
-    return text, m.notes
+    return FromApp(keys, text, m.notes)
 
 
 def parser() -> ArgParser:
@@ -334,13 +362,13 @@ def main(argv: list[str] | None = None) -> int:
     def go() -> int:
         if args.out is not None:
             check_out(args.out)
-        text, notes = from_app(args.app, args.function, args.model)
-        for line in notes:
+        read = from_app(args.app, args.function, args.model)
+        for line in read.notes:
             print(f"{PROG}: {one_line(line)}", file=sys.stderr)
         if args.out is None:
-            sys.stdout.write(text)
+            sys.stdout.write(read.text)
         else:
-            write_text(args.out, text)
+            write_text(args.out, read.text)
             print(args.out)
         return 0
 
