@@ -26,7 +26,8 @@ from sim.files import read_text, shown
 
 SOURCE_CAP = 5_000_000  # bytes of an app's source: a Modal app is a few hundred lines
 TEXT_CAP = 120  # characters of a decorator as a comment quotes it
-APP_KINDS = ("function", "cls", "server")  # App.function, App.cls, App.server (modal/app.py)
+APP_SERVER = "server"  # App.server (modal 1.6): a web server behind Modal's proxy (not the approach of that name)
+APP_KINDS = ("function", "cls", APP_SERVER)  # App.function, App.cls, App.server (modal/app.py)
 MODAL_KINDS = {  # modal's own decorators and constructors this reads, by their name in modal
     "concurrent": "concurrent",
     "batched": "batched",

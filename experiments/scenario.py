@@ -1,5 +1,6 @@
-"""Your Function from its code: ``python -m experiments.scenario from-app APP.py [--function NAME] [--model
-function|coldstart] [--out FILE]`` writes the scenario of one Modal Function of an app, read from its source.
+"""Your Function from its code: a scenario TOML of one Modal Function, read from its app's source.
+
+``python -m experiments.scenario from-app APP.py [--function NAME] [--model function|coldstart] [--out FILE]``.
 
 The source is read, never run or imported (experiments/appsource.py). Each key the scenario gets from a decorator
 says so in a comment, with the file's line and the decorator as written (and the constants it was resolved
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.appsource import AppFunction, Arg, Factory, Unknown, read_app
+from experiments.appsource import APP_SERVER, AppFunction, Arg, Factory, Unknown, read_app
 from models.runs import build_scenario
 from sim.cli import ArgParser, main_guard, one_line, out_path
 from sim.errors import ScenarioError
@@ -169,7 +170,7 @@ class Mapper:
         fn = self.fn
         for f in fn.of(fn.kind):
             self.args(f, AUTOSCALER)
-            if fn.kind == "server":
+            if fn.kind == APP_SERVER:
                 self.put("approach", "server", origin(self.where, f) + ": a web server behind Modal's proxy")
                 self.args(f, SERVER)
             self.retries(f)
@@ -197,7 +198,7 @@ class Mapper:
         if "approach" not in self.keys:
             why = "how your callers call it is not in the app: remote (.remote), spawn (.spawn), batching (callers "
             self.default("approach", "remote", why + "send lists); app copies: function.copies")
-        if fn.kind != "server" and not fn.of("concurrent"):
+        if fn.kind != APP_SERVER and not fn.of("concurrent"):
             why = f"{self.where}:{fn.line} no @modal.concurrent: one input (a batch) per container, modal's default"
             self.put("function.max_inputs", 1, why)
         if any(f.args.get("gpu") and f.args["gpu"].value is not None for f in fn.of(fn.kind)):
@@ -252,8 +253,10 @@ class Mapper:
         }
         for key, (value, what) in program.items():
             self.default(f"coldstart.program.{key}", value, what)
-        for f in app:
-            self.note(f, "the autoscaler, concurrency and billing are a load test's keys, not the coldstart model's")
+        for f in [*app, *fn.of("concurrent"), *fn.of("batched")]:
+            named = [n for n in f.args if n in {*AUTOSCALER, *CONCURRENT, *BATCHED}]
+            if named:
+                self.note(f, f"{', '.join(named)}: the load test's, not the container start's (without --model)")
 
 
 @functools.cache
@@ -352,7 +355,7 @@ def parser() -> ArgParser:
         default="function",
         help="function: a load test of it (default); coldstart: its container start",
     )
-    p.add_argument("--out", type=out_path, help="the TOML file to write (default: stdout)")
+    p.add_argument("--out", type=out_path, metavar="FILE", help="the TOML file to write (default: stdout)")
     return p
 
 
