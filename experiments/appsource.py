@@ -291,6 +291,9 @@ class Reader:
             for v in (a, b):
                 if isinstance(v, Unknown):
                     return v, ()
+            numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
+            if not numbers and not (isinstance(node.op, ast.Add) and isinstance(a, str) and isinstance(b, str)):
+                return Unknown(f"an expression on values that are not numbers: {self.segment(node)}"), ()
             if isinstance(node.op, ast.Pow) and abs(b) > 64:
                 return Unknown(f"a power too large to compute: {self.segment(node)}"), ()
             return _OPS[type(node.op)](a, b), (*va, *vb)

@@ -160,6 +160,7 @@ class Mapper:
             value = convert(arg.value)
             if value is None:
                 self.note(f, f"{arg.text}: not a value {key} takes; left at its default")
+                self.default(key, defaults()[key], f"{self.where}:{f.line} {arg.text} is not a value it takes")
             else:
                 modal_default = ": None, modal's default" if arg.value is None else ""
                 self.put(key, value, origin(self.where, f, arg) + modal_default)
