@@ -158,6 +158,8 @@ class Mapper:
                 self.default(key, defaults()[key], f"{self.where}:{f.line} {arg.text} is not fixed by the source")
                 continue
             value = convert(arg.value)
+            if value is None and arg.value is None:  # None: modal's own default, which this key does not know
+                continue
             if value is None:
                 self.note(f, f"{arg.text}: not a value {key} takes; left at its default")
                 self.default(key, defaults()[key], f"{self.where}:{f.line} {arg.text} is not a value it takes")
