@@ -248,7 +248,10 @@ class Reader:
             for item in node.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.decorator_list:
                     for f in self._decorated(item, self.module).factories:
-                        (factories.append(f) if f.kind != "other" else ignored.append(f"{item.name}: {f.text}"))
+                        if f.kind == "other":
+                            ignored.append(f"{item.name}: {f.text}")
+                        else:
+                            factories.append(f)
         self.functions.append(AppFunction(node.name, node.lineno, app[0].kind, factories, ignored))
 
     # -- values -------------------------------------------------------------------------------------------------
