@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 from experiments.appsource import APP_SERVER, AppFunction, Arg, Factory, Unknown, read_app
-from models.runs import build_scenario
 from sim.cli import ArgParser, main_guard, one_line, out_path
 from sim.errors import ScenarioError
 from sim.files import check_out, loads_toml, write_text
@@ -265,6 +264,8 @@ class Mapper:
 @functools.cache
 def defaults() -> dict[str, Any]:
     """A load test's keys at their defaults, by dotted name."""
+    from models.runs import build_scenario  # (the models load here, not for --help)
+
     return flatten(to_dict(build_scenario({})))
 
 
@@ -337,6 +338,8 @@ def from_app(path: str, function: str | None = None, model: str = "function") ->
     ]
     text = render(keys, f"{where}'s Function {fn.name}, read from its source by python -m {PROG} from-app")
     tree = loads_toml(text, "the scenario written")
+    from models.runs import build_scenario  # (the models load here, not for --help)
+
     try:
         known = schema_keys(type(build_scenario(tree)))
     except ScenarioError as e:  # a stated value out of the key's range: say where it came from
