@@ -82,6 +82,14 @@ class Factory:
     unresolved: tuple[str, ...] = ()
 
 
+class Resolved(dict):
+    """A dict of the source, resolved, with the names each of its values was resolved through (``vias``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.vias: dict[str, tuple[str, ...]] = {}
+
+
 @dataclass(frozen=True)
 class Def:
     """A def or class of the source, by its node."""
@@ -312,22 +320,20 @@ class Reader:
         return Unknown(f"an expression: {self.segment(node)}"), ()
 
     def _dict(self, node: ast.Dict, scope: dict) -> tuple[Any, tuple[str, ...]]:
-        out: dict[str, Any] = {}
-        notes: list[str] = []
+        out = Resolved()
         for k, v in zip(node.keys, node.values, strict=True):
             if k is None:  # **other
-                inner, via = self._value(v, scope)
+                inner, _ = self._value(v, scope)
                 if not isinstance(inner, dict):
                     return Unknown(f"**{self.segment(v)}: not a dict of the file"), ()
                 out.update(inner)
+                out.vias.update(getattr(inner, "vias", {}))
             else:
-                key, via = self._value(k, scope)
+                key, _ = self._value(k, scope)
                 if not isinstance(key, str):
                     return Unknown(f"a dict with a key that is not text: {self.segment(node)}"), ()
-                out[key], more = self._value(v, scope)
-                via = (*via, *more)
-            notes += via
-        return out, tuple(notes)
+                out[key], out.vias[key] = self._value(v, scope)
+        return out, ()
 
     def _call(self, node: ast.Call, scope: dict) -> tuple[Any, tuple[str, ...]]:
         if isinstance(node.func, ast.Name) and node.func.id == "dict" and "dict" not in scope and not node.args:
@@ -364,7 +370,9 @@ class Reader:
                 args[k.arg] = Arg(v, f"{k.arg}={self.segment(k.value)}", via)
             elif isinstance(v, dict):
                 for key, item in v.items():
-                    args[key] = Arg(item, f"**{self.segment(k.value)}: {key}={item!r}", via)
+                    args[key] = Arg(
+                        item, f"**{self.segment(k.value)}: {key}={item!r}", getattr(v, "vias", {}).get(key, ())
+                    )
             else:
                 unresolved.append(f"**{self.segment(k.value)} ({v.why if isinstance(v, Unknown) else 'not a dict'})")
         text = self.segment(node)

@@ -66,10 +66,10 @@ def origin(where: str, f: Factory, arg: Arg | None = None) -> str:
     """``app.py:12 @modal.concurrent(max_inputs=N); N = 20 (line 3)``: the decorator and how the argument was
     resolved."""
     text = f"{where}:{f.line} {f.text}"
-    if arg is not None and arg.via and not arg.text.startswith("**"):
-        text += "; " + "; ".join(reversed(arg.via))
-    elif arg is not None and arg.text.startswith("**"):
+    if arg is not None and arg.text.startswith("**"):
         text += f" ({arg.text})"
+    if arg is not None and arg.via:
+        text += "; " + "; ".join(reversed(arg.via))
     return text
 
 
