@@ -78,6 +78,8 @@ def test_the_round_trip_covers_what_each_calibration_app_declares():
     assert read["SnapshotProbe"]["coldstart.mode"] == "snapshot" and read["LazyProbe"]["coldstart.mode"] == "lazy"
     for keys in read.values():
         assert {"work", "load", "arrivals.rate", "duration_s"}.isdisjoint(keys)  # never stated by an app
+    text = from_app(LOADTEST, "work").text  # make_app passes its defaults on through **size: the comment says how
+    assert "(**size: cpu=1.0); cpu = CPU (make_app's default, line " in text and "CPU = 1.0 (line " in text
 
 
 def test_every_key_says_where_it_came_from_or_that_it_is_to_be_set():
