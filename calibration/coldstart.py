@@ -5,6 +5,7 @@ Run: ``python -m calibration.fit coldstart``.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,10 @@ COLDSTART_REFERENCE = {
 COLDSTART_RATIO = ("gpt2", 2.5)  # lazy mean ÷ snapshot median
 COLDSTART_FITTED = ("op_s", "network_file_s", "restore_s", "pages_tail_sigma")
 COLDSTART_OUT = Path(__file__).resolve().parent / "params" / "coldstart.toml"
+COLDSTART_BOUNDS = ((5e-6, 0.0005, 0.02, 0.02), (500e-6, 0.1, 2.0, 1.5))  # the fit's search box, per fitted key
+# assumption: the blog's figures are rounded ("~5 s", "about 2.5x faster"), so a parameter set whose every fitted
+# figure is within 10% of the published one is as plausible as the fit (the fit itself is within 7.7%)
+COLDSTART_TOLERANCE = 0.10
 
 
 def coldstart_figures(values: dict[str, float], seeds: list[int]) -> dict:
@@ -53,7 +58,7 @@ def coldstart_residuals(figs: dict) -> np.ndarray:
 def fit_coldstart(seeds: list[int], path: Path) -> str:
     """Least squares on the relative errors; writes the platform parameters the three presets share."""
     x0 = np.log([50e-6, 0.006, 0.4, 0.4])
-    bounds = (np.log([5e-6, 0.0005, 0.02, 0.02]), np.log([500e-6, 0.1, 2.0, 1.5]))
+    bounds = (np.log(COLDSTART_BOUNDS[0]), np.log(COLDSTART_BOUNDS[1]))
 
     def f(x: np.ndarray) -> np.ndarray:
         return coldstart_residuals(coldstart_figures(dict(zip(COLDSTART_FITTED, np.exp(x), strict=True)), seeds))
@@ -69,8 +74,34 @@ def fit_coldstart(seeds: list[int], path: Path) -> str:
         lines.append(f"#   {program} {mode} {k}: {figs[(program, mode, k)]:.3g} (measured {want:g})")
     program, want = COLDSTART_RATIO
     ratio = figs[(program, "lazy", "cold_start_mean_s")] / figs[(program, "snapshot", "cold_start_p50_s")]
-    lines += [f"#   {program} lazy mean / snapshot p50: {ratio:.3g} (measured {want:g})", "", "[coldstart]"]
+    lines.append(f"#   {program} lazy mean / snapshot p50: {ratio:.3g} (measured {want:g})")
+    bands = coldstart_bands(values, seeds)  # what models/coldstart.py declares as the keys' plausible values
+    lines.append(f"# Plausible, each alone with every figure within {COLDSTART_TOLERANCE:.0%} (coldstart_bands):")
+    lines += [f"#   {k}: {low:.3g} .. {high:.3g}" for k, (low, high) in bands.items()]
+    lines += ["", "[coldstart]"]
     lines += [f"{k} = {v!r}" for k, v in values.items()]
     from calibration.report import write_checked
 
     return write_checked(path, "\n".join(lines) + "\n", "coldstart-torch")  # as `run coldstart-torch --params` loads it
+
+
+def coldstart_bands(values: dict[str, float], seeds: list[int], tolerance: float = COLDSTART_TOLERANCE) -> dict:
+    """Each fitted key's plausible range (what models/coldstart.py declares as its ``plausible`` values): from the
+    fitted ``values``, the least and the greatest value of the key alone, the others fitted, at which every fitted
+    figure is still within ``tolerance`` of the published one (root finding on the worst relative error; the fit's
+    search box where it stays within), rounded to 3 significant figures."""
+
+    def excess(key: str, v: float) -> float:
+        return float(np.max(np.abs(coldstart_residuals(coldstart_figures({**values, key: v}, seeds))))) - tolerance
+
+    out = {}
+    for key, low, high in zip(COLDSTART_FITTED, *COLDSTART_BOUNDS, strict=True):
+        ends = []
+        for bound in (low, high):
+            if excess(key, bound) <= 0:
+                ends.append(bound)
+            else:  # on a log scale: the keys span decades
+                x = optimize.brentq(lambda x, k=key: excess(k, math.exp(x)), math.log(values[key]), math.log(bound))
+                ends.append(float(f"{math.exp(x):.3g}"))
+        out[key] = tuple(ends)
+    return out

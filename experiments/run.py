@@ -168,6 +168,13 @@ def main(argv: list[str] | None = None) -> int:
                         unit = declared[k].unit if k in declared else ""
                         low, high = human(r["low"], unit), human(r["high"], unit)
                         print(f"  {k:22s} {human(r['central'], unit)}  ({low} .. {high})")
+                if u.get("sources"):  # the models of the keys' declared ranges: where each comes from
+                    print("the kept model with one key at each plausible value:")
+                    keys: dict[str, list[str]] = {}
+                    for setting in u["sources"]:
+                        keys.setdefault(setting.partition("=")[0], []).append(setting.partition("=")[2])
+                    for k, values in keys.items():
+                        print(f"  {k} = {', '.join(values)}: {u['sources'][f'{k}={values[0]}']}")
         return 0
 
     return main_guard("experiments.run", go)

@@ -221,7 +221,8 @@ def load_spec(
         vsets = _scenario_keys(f"variants[{i}].set", _table("set", v.get("set", {})), schema)
         expanded.append((vname, scenario, vsets))
 
-    plausible = _plausible(params, schema) if uncertainty else None
+    users = {k for k, _ in user_sets} | set(factor_table) | {k for _, _, vs in expanded for k, _ in vs}
+    plausible = _plausible(params, users) if uncertainty else None
     points: list[Point] = []
     keys = list(factor_table)
     for vname, scenario, vsets in expanded:
@@ -295,19 +296,17 @@ def check_runs(what: str, runs: float, size: float, model: Model, how: str, fewe
         )
 
 
-def _plausible(params: list[str], schema: type) -> Callable[[Point], list[list[tuple[str, Any]]]]:
+def _plausible(params: list[str], users: set[str]) -> Callable[[Point], list[list[tuple[str, Any]]]]:
     """For a point, the settings of its envelope's models other than the kept one (the kept one is the defaults or
-    the params: experiments/uncertainty.py), as the point's approach reads them."""
-    if schema is not MODELS["function"].schema:
-        raise ScenarioError("--uncertainty: only the load-test model has plausible models")
-    plausible = uncertainty.load(uncertainty.plausible_file(list(params)))
+    the params: experiments/uncertainty.py), as the point's scenario reads them; the keys the sweep sets on top
+    (``users``: its --set, variants' and factors' keys) are not ranges."""
 
     def of(point: Point) -> list[list[tuple[str, Any]]]:
         try:
             sc = build_scenario(*point.tree())
         except ScenarioError:
             return []  # the point's own row says why it does not build
-        chosen = plausible.envelope(sc)[1:]
+        chosen = uncertainty.envelope_of(sc, list(params), users).models[1:]
         return [[(k.strip(), parse_value(v.strip())) for k, _, v in (x.partition("=") for x in m)] for m in chosen]
 
     return of

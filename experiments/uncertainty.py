@@ -1,83 +1,68 @@
-"""Ranges instead of single numbers: a load test run under each plausible model, at several seeds.
+"""Ranges instead of single numbers: a run under each plausible model of its model, at several seeds.
 
-The plausible models are the ones ``calibration.fit`` wrote beside the parameter file in use
-(``NAME.plausible.json``: every parameter set the fit scored, of any candidate, within max(1, 10%) of the kept
-fit's loss; the candidates that predict held-out ways as well as the kept one, ``alternative``; and the parameters
-no fitted figure reads at the ends of their ranges, ``unread``: calibration/report.py, calibration/crossval.py). The
-code's defaults are the shipped fit (calibration/params/reference-loadtest.toml), so a run without ``--params``
-reads that file's; with ``--params FILE`` the last file that has one.
+Every model says where its plausible models come from (``Model.plausible``, sim/model.py ``Plausibles``): the ones a
+fit wrote beside the parameter file in use (``NAME.plausible.json``), and the ``plausible`` values its schema's keys
+declare (``param``, sim/scenario.py): a fitted key's range where the fit gives one, a sourced or assumed key's range
+from docs/sources.md, and the rival mechanisms (a choice's other values the sources leave open). The load test's
+file is the shipped fit's (calibration/params/reference-loadtest.plausible.json: every parameter set
+``calibration.fit`` scored, of any candidate, within max(1, 10%) of the kept fit's loss; the candidates that predict
+held-out ways as well as the kept one, ``alternative``; and the parameters no fitted figure reads at the ends of their
+ranges, ``unread``: calibration/report.py, calibration/crossval.py); with ``--params FILE`` the last file that has
+one. Container start and sandbox creation have no such file: their ranges are their keys' (models/coldstart.py,
+models/sandboxes/).
 
-A model's keys count only where the scenario reads them: a section that another approach adds (``server.*`` for a
-spawn or remote test, ``batching.*``: models/inputs/approaches/*.py ``sections``) is not read, so its keys are left
-out of every model, and models that coincide on every key left are one model. Of the plausible models a run takes
-the *envelope*: the kept fit; for each calibrated key it reads (a number, or a distribution's median), the plausible
-model with its least and the one with its greatest value (a model already taken wins a tie), so that every direction
-the data leave open is tried at its extremes; for each figure of the reference way nearest the question (its
-approach, with one app copy or several: ``Plausible.nearest``), the models that gave its least and its greatest value
-there (recorded per seed by calibration/plausible.py), since a model between two parameters' extremes can give a
-figure beyond both; every ``alternative`` and ``unread`` model; and the assumptions no fit reads (``ASSUMED``: the
-accept bursts over their ranges, the modal client's answer to a refusal), each as the kept model with that one
-setting. On a reference way itself at the recorded seeds, the range so holds every plausible model's figures; away
+A model's keys count only where the scenario reads them (the model's ``unread``: a section that another approach or
+control plane adds, a snapshot's keys in a lazy start), and models that coincide on every key left are one model. Of
+the plausible models a run takes the *envelope*: the kept fit (the scenario as it is); for each calibrated key it
+reads (a number, or a distribution's median), the file's model with its least and the one with its greatest value (a
+model already taken wins a tie), so that every direction the data leave open is tried at its extremes; for each figure
+of the reference way nearest the question (the model's ``nearest``), the models that gave its least and its greatest
+value there (recorded per seed by calibration/plausible.py), since a model between two parameters' extremes can give a
+figure beyond both; every ``alternative`` and ``unread`` model; then the kept model with each assumption the model
+carries (its ``assumed``) and with each declared plausible value of a key it reads, one setting a model, each saying
+where it comes from (the key's ``source``). A key the user sets (``--set``) wins over every model's and is no longer
+a range. On a reference way itself at the recorded seeds, the range so holds every plausible model's figures; away
 from it, the models that bound them there stand in for the rest. Every model runs at the user's seed and the n − 1
-after it (the scenario's own keys on top: a key the user sets wins over the model's): common random numbers (the
-same streams for every model, so a model's difference from the kept one is its parameters', not its draws'), and
-each model's own seed-to-seed spread. The user's own run is the kept model at its seed (the defaults being the kept
-fit), and runs that are the same scenario at the same seed run once. A figure's central value is the kept model's
-mean over its seeds; its range is the least and the greatest over every run: parameter and structural uncertainty
-and run-to-run noise together.
+after it (the scenario's own keys on top): common random numbers (the same streams for every model, so a model's
+difference from the kept one is its parameters', not its draws'), and each model's own seed-to-seed spread. The
+user's own run is the kept model at its seed, and runs that are the same scenario at the same seed run once. A
+figure's central value is the kept model's mean over its seeds; its range is the least and the greatest over every
+run: parameter and structural uncertainty and run-to-run noise together.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import os
 import statistics
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from models.inputs.approaches import APPROACHES
-from models.inputs.platform.function import ASYNC, SYNC
+from models.registry import MODELS
 from models.runs import load_scenario, run_scenario
 from sim import files
 from sim.cli import cap_jobs
+from sim.dists import Dist
+from sim.model import Plausibles
 from sim.pools import process_pool
 from sim.scenario import ScenarioError, leading_number
 
-SHIPPED = Path(__file__).resolve().parent.parent / "calibration" / "params" / "reference-loadtest.plausible.json"
+PARAMS = Path(__file__).resolve().parent.parent / "calibration" / "params"
 
 
-def plausible_file(params: list[str]) -> Path:
-    """The plausible models of the parameters in use: the last ``--params`` file that has them, else the shipped."""
+def plausible_file(params: list[str], shipped: str = Plausibles.shipped) -> Path | None:
+    """The plausible models of the parameters in use: the last ``--params`` file that has them, else the model's
+    shipped file (``shipped``, in calibration/params/; None if it has none)."""
     for p in reversed(params):
         side = Path(p).with_name(Path(p).stem + ".plausible.json")
         if os.path.lexists(side):  # whatever it is: a folder or a pipe there is an error, never the shipped set
             return side
-    return SHIPPED
-
-
-# Assumptions no fit reads, carried as ranges: the accept bursts, from what the reference test had accepted at once
-# without an error (docs/sources.md §1: 1,000 synchronous calls per copy, 8,000 spawns) to an assumed five times that,
-# by the call style that reads each; and what the modal client does with a refusal by the accept limits, which
-# Modal does not publish (models/inputs/callers/clients.py ``on_rate_limit``), for single calls on the Function path.
-ACCEPT_BURSTS = {
-    SYNC: ("limits.sync_accept_burst", 1000.0, 5000.0),
-    ASYNC: ("limits.async_accept_burst", 8000.0, 40000.0),
-}
-ON_RATE_LIMIT = "clients.on_rate_limit=retry_after"
-
-
-def assumed(sc: Any) -> list[str]:
-    """The settings of the assumptions ``sc`` reads, one model each (``ACCEPT_BURSTS``, ``ON_RATE_LIMIT``)."""
-    ap = APPROACHES.get(sc.approach)
-    if ap is None or ap.http or not sc.limits.enabled:
-        return []
-    key, low, high = ACCEPT_BURSTS[ap.style]
-    out = [f"{key}={low:g}", f"{key}={high:g}"]
-    if sc.clients.api == "single":
-        out.append(ON_RATE_LIMIT)
-    return out
+    return PARAMS / shipped if shipped else None
 
 
 @dataclass(frozen=True)
@@ -94,20 +79,12 @@ class Plausible:
     figures: list[dict]
     ways: dict[str, dict]
 
-    def nearest(self, sc: Any) -> list[str]:
-        """The recorded ways nearest ``sc``: those of its approach with app copies as it has them (one or several),
-        else those of its approach, else every one."""
-        ways = self.ways
-        same = [w for w, d in ways.items() if d.get("approach") == sc.approach]
-        alike = [w for w in same if (ways[w].get("copies", 1) > 1) == (sc.function.copies > 1)]
-        return alike or same or list(ways)
-
-    def envelope(self, sc: Any) -> list[list[str]]:
-        """The envelope of the models for the scenario ``sc`` (``envelope``): the settings it reads, the figures
-        of its nearest reference ways, the assumptions it reads."""
-        ways = self.nearest(sc)
+    def envelope(self, sc: Any, how: Plausibles) -> list[list[str]]:
+        """The envelope of the file's models for the scenario ``sc`` of a model that declares ``how`` (``envelope``):
+        the settings it reads, the figures of its nearest reference ways, the assumptions it reads."""
+        ways = how.nearest(sc, self.ways) if self.ways else []
         figs = [{f"{w}.{k}": v for w in ways for k, v in f.get(w, {}).items()} for f in self.figures]
-        return envelope(self.kept, self.models, unread(sc.approach), self.always, assumed(sc), figs)
+        return envelope(self.kept, self.models, how.unread(sc), self.always, how.assumed(sc), figs)
 
 
 def load(path: Path) -> Plausible:
@@ -148,13 +125,6 @@ def load(path: Path) -> Plausible:
     ):
         bad("figures_of.ways: expected way → {approach, copies}")
     return Plausible(path, kept, models, always, figs, {str(w): dict(d) for w, d in ways.items()})
-
-
-def unread(approach: str) -> Callable[[str], bool]:
-    """Whether a setting (``key=value``) is of a section that only other approaches read."""
-    own = set(APPROACHES[approach].sections) if approach in APPROACHES else set()
-    others = {s for a in APPROACHES.values() for s in a.sections} - own
-    return lambda setting: setting.partition("=")[0].partition(".")[0] in others
 
 
 def value(model: list[str], key: str) -> float | None:
@@ -215,6 +185,85 @@ def with_setting(model: list[str], setting: str) -> list[str]:
     return [*(s for s in model if s.partition("=")[0] != key), setting]
 
 
+@dataclass(frozen=True)
+class Envelope:
+    """The models a run with ``--uncertainty`` takes: each as settings on top of the scenario (the first, the kept
+    model: the scenario as it is), where they come from (``file``: the plausible-models file, if any; ``of``: how
+    many models the file and the declared ranges hold) and, for the models of declared ranges, each one's source."""
+
+    file: str
+    of: int
+    models: list[list[str]]
+    sources: dict[str, str]  # a declared model's setting → where its value comes from
+
+
+def declared(schema: type, prefix: str = "") -> Iterator[tuple[str, tuple, str]]:
+    """(key, its plausible values, its source): every key of ``schema`` that declares plausible values."""
+    hints = typing.get_type_hints(schema)
+    for f in dataclasses.fields(schema):
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp) and tp is not Dist:
+            yield from declared(tp, f"{prefix}{f.name}.")
+        elif f.metadata.get("plausible"):
+            yield prefix + f.name, f.metadata["plausible"], f.metadata.get("source", "")
+
+
+def current(sc: Any, key: str) -> Any:
+    """The value of the dotted ``key`` in the scenario ``sc``."""
+    for part in key.split("."):
+        sc = getattr(sc, part)
+    return sc
+
+
+def as_setting(key: str, v: Any) -> str:
+    """``key=value`` as ``--set`` reads it back."""
+    return f"{key}={str(v).lower() if isinstance(v, bool) else (f'{v:g}' if isinstance(v, float) else v)}"
+
+
+def _read(path: Path) -> Plausible:
+    """``load``, once a process for a sweep's many points while the file stays as it is (a file rewritten is read
+    again; one that fails is read again, and fails again)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return load(path)  # which says what is wrong with it
+    return _loaded(path, (st.st_mtime_ns, st.st_size, st.st_ino))
+
+
+@functools.lru_cache(maxsize=8)
+def _loaded(path: Path, stamp: tuple[int, int, int]) -> Plausible:
+    return load(path)
+
+
+def envelope_of(sc: Any, params: list[str], users: set[str] = frozenset()) -> Envelope:
+    """The envelope of the scenario ``sc`` (loaded with ``params``): its model's plausible-models file's models, then
+    the kept model with each declared plausible value of a key it reads and the user has not set (``users``: the
+    keys of the ``--set``s), each once. Bad input (no plausible model at all, an unreadable file) is ScenarioError."""
+    model = MODELS[sc.model]
+    how = model.plausible
+    path = plausible_file(params, how.shipped)
+    if path is not None:
+        plausible = _read(path)
+        chosen, of = plausible.envelope(sc, how), len(plausible.models)
+    else:
+        chosen, of = [[]], 1  # the kept model: the scenario as it is
+    skip = how.unread(sc)
+    sources = {}
+    for key, values, source in declared(model.schema):
+        for v in values:
+            setting = as_setting(key, v)
+            if key in users or skip(setting) or v == current(sc, key):
+                continue
+            of += 1
+            m = with_setting(chosen[0], setting)
+            if m not in chosen:
+                chosen.append(m)
+                sources[setting] = source
+    if len(chosen) == 1 and path is None:
+        raise ScenarioError(f"--uncertainty: the {model.name!r} scenario reads no key with plausible values")
+    return Envelope(str(path or "the keys' declared ranges (docs/reference/keys.md)"), of, chosen, sources)
+
+
 def _run(args: tuple[str, list[str], list[str], int]) -> dict:
     scenario, sets, params, seed = args
     return run_scenario(load_scenario(scenario, sets, params), seed=seed)
@@ -225,13 +274,11 @@ def ranges(
 ) -> tuple[dict, dict]:
     """(the user's run at ``seed``, the ranges): the scenario under every model of the envelope at ``seeds`` seeds
     from ``seed`` (common random numbers); per numeric metric its central value (the kept model's
-    mean over its seeds) and its range (least, greatest over every run). The user's run is one of the runs."""
+    mean over its seeds) and its range (least, greatest over every run). The user's run is one of the runs; the
+    models' declared settings, each with its source, under ``sources``."""
     sc = load_scenario(scenario, sets, params)
-    if sc.model != "function":
-        raise ScenarioError(f"--uncertainty: only the load-test model has plausible models, not {sc.model!r}")
-    path = plausible_file(params)
-    plausible = load(path)
-    chosen = plausible.envelope(sc)
+    env = envelope_of(sc, params, {s.partition("=")[0].strip() for s in sets})
+    chosen = env.models
     own = (scenario, list(sets), params, seed)
     wanted = [own] + [(scenario, [*m, *sets], params, seed + i) for m in chosen for i in range(seeds)]
     # the same scenario at the same seed is the same run (reproducible): each runs once
@@ -254,5 +301,7 @@ def ranges(
         central = [r[k] for r in runs[:seeds] if isinstance(r.get(k), (int, float))]
         if values and central:
             out[k] = {"central": statistics.fmean(central), "low": min(values), "high": max(values)}
-    doc = {"file": str(path), "models": len(chosen), "of": len(plausible.models), "seeds": seeds, "runs": len(work)}
+    doc = {"file": env.file, "models": len(chosen), "of": env.of, "seeds": seeds, "runs": len(work)}
+    if env.sources:  # where each declared model comes from (a file's models are the fit's)
+        doc["sources"] = env.sources
     return mine, {**doc, "ranges": out}

@@ -72,6 +72,34 @@ class TimeSeries:
     log: bool = False
 
 
+def _reads_all(sc: Any) -> Callable[[str], bool]:
+    return lambda setting: False
+
+
+def _none_assumed(sc: Any) -> list[str]:
+    return []
+
+
+def _every_way(sc: Any, ways: Mapping[str, dict]) -> list[str]:
+    return list(ways)
+
+
+@dataclass(frozen=True)
+class Plausibles:
+    """What ``--uncertainty`` (experiments/uncertainty.py) asks of a model: its plausible models are the ones a fit
+    wrote (``shipped``: the plausible-models file beside the shipped fit in calibration/params/, "" for none; or the
+    one beside a ``--params`` file) and the ``plausible`` values its schema's keys declare (``param``,
+    sim/scenario.py: the sources' ranges and the rival mechanisms); ``unread``: for a scenario, which settings
+    (``key=value``) it does not read, left out of every model; ``assumed``: the assumptions a scenario reads that are
+    carried as ranges beside the declared ones (one setting a model); ``nearest``: of the reference ways whose figures
+    a plausible-models file records, the ones nearest a scenario."""
+
+    shipped: str = ""
+    unread: Callable[[Any], Callable[[str], bool]] = _reads_all
+    assumed: Callable[[Any], list[str]] = _none_assumed
+    nearest: Callable[[Any, Mapping[str, dict]], list[str]] = _every_way
+
+
 Parts = dict[str, tuple[float, str]]  # what makes up an amount: {what: (amount, how to make it smaller)}
 
 
@@ -121,6 +149,7 @@ class Model:
     # why a run of the scenario could measure nothing (None: it can), naming the key to change: the commands refuse it
     # before it starts (models/runs.py ``run_scenario``, exit 2); the model's run function still simulates it
     unmeasurable: Callable[[Any], str | None] | None = None
+    plausible: Plausibles = Plausibles()  # its plausible models, for --uncertainty (see ``Plausibles``)
 
 
 def records_frame(columns: dict, index: str) -> pd.DataFrame:

@@ -31,11 +31,15 @@ def param(
     source: str = "",
     doc: str = "",
     aliases: dict[str, str] | None = None,
+    plausible: tuple = (),
 ) -> Any:
     """A schema field: default, bounds, and where its value comes from (a docs/sources.md section or 'assumption'). A
     choice field's ``aliases``: deprecated spellings of its values, each replaced by its value when the scenario is
-    built."""
+    built. ``plausible``: the other values the data or the sources leave open (a number's least and greatest, a
+    choice's rival mechanisms), each one model of ``--uncertainty``'s (experiments/uncertainty.py); ``source`` says
+    where they come from."""
     meta = {"ge": ge, "gt": gt, "le": le, "source": source, "doc": doc, "aliases": aliases or {}}
+    meta["plausible"] = plausible
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: default, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)

@@ -32,6 +32,7 @@ from models.inputs.platform.function import FunctionParams, LimitParams
 from models.inputs.platform.monitor import LIMIT_METRICS, diagnosis
 from models.inputs.platform.overhead import OverheadParams
 from models.inputs.platform.workspace import WorkspaceParams
+from models.inputs.plausible import PLAUSIBLE
 from models.inputs.shortcut_names import PARTS
 from models.inputs.shortcuts import SHAPES
 from models.inputs.summary import CALL_METRICS
@@ -242,6 +243,7 @@ def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, list[dict]]:
 
 MODEL = Model(
     name="function",
+    plausible=PLAUSIBLE,
     schema=Scenario,
     run=run,
     headline=(

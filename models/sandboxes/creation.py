@@ -15,11 +15,11 @@ from models.sandboxes import budget, invariants
 from models.sandboxes.client import Creation
 from models.sandboxes.fleet import Fleet
 from models.sandboxes.planes import PLANES
-from models.sandboxes.scenario import SandboxScenario, extrapolated
+from models.sandboxes.scenario import SandboxScenario, extrapolated, unread
 from models.sandboxes.summary import metrics, summarize
 from sim.engine import Sim
 from sim.guard import UNGUARDED, Guard
-from sim.model import Figure, Model, TimeSeries, records_frame
+from sim.model import Figure, Model, Plausibles, TimeSeries, records_frame
 from sim.rng import Streams
 from sim.shortcuts import Shortcuts, engine_shortcuts
 
@@ -92,6 +92,7 @@ def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, list[dict]]:
 
 MODEL = Model(
     name="sandboxes",
+    plausible=Plausibles(unread=unread),
     schema=SandboxScenario,
     run=run,
     headline=(

@@ -83,7 +83,9 @@ class FleetParams:
     rtnl_hold_s: float = param(
         0.0008,
         ge=0,
-        source="docs/sources.md §2 Linux networking: netns 0.3–0.5 ms + veth add 0.2–0.3 ms under rtnl_lock",
+        plausible=(0.0005,),
+        source="docs/sources.md §2 Linux networking: netns 0.3–0.5 ms + veth add 0.2–0.3 ms under rtnl_lock (their "
+        "greatest; plausible down to their least, 0.5 ms)",
     )
     contention_s: float = param(
         0.0011,

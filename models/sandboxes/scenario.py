@@ -9,6 +9,7 @@ are checked against the planes it applies to (their ``FAULTS``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -55,6 +56,13 @@ class _SandboxScenario(Described):
 
 
 SandboxScenario = with_sections(_SandboxScenario, {p.section: p.Params for p in PLANES.values()}, "SandboxScenario")
+
+
+def unread(sc: SandboxScenario) -> Callable[[str], bool]:
+    """Whether a setting (``key=value``) is of another control plane's section, which ``sc`` does not read (its
+    plausible models leave it out: sim/model.py ``Plausibles``)."""
+    others = {p.section for p in PLANES.values()} - {PLANES[sc.control_plane].section}
+    return lambda setting: setting.partition("=")[0].partition(".")[0] in others
 
 
 def extrapolated(sc: SandboxScenario) -> list[str]:

@@ -21,6 +21,7 @@ import pytest
 from calibration.targets import APPROACHES, targets
 from experiments import uncertainty
 from models.inputs import loadtest
+from models.inputs.plausible import unread
 from models.runs import load_scenario
 from tests.support import ROOT
 
@@ -50,7 +51,7 @@ def sample(way: str) -> list[list[str]]:
 @pytest.mark.parametrize("way", APPROACHES)
 def test_every_plausible_model_falls_inside_the_range_on_the_held_out_way(way):
     ranges = envelope(way)
-    skip = uncertainty.unread(load_scenario(f"loadtest-{way}", [], []).approach)
+    skip = unread(load_scenario(f"loadtest-{way}", [], []).approach)
     keys = [t.key for t in targets() if t.approach == way]
     for model in sample(way):
         sets = [s for s in model if not skip(s)]

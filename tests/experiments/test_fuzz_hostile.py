@@ -27,6 +27,7 @@ from calibration import fit as fit_cmd
 from experiments import compare as compare_cmd
 from experiments import report as report_cmd
 from experiments import run as run_cmd
+from experiments import scenario as scenario_cmd
 from experiments import sweep as sweep_cmd
 from experiments import whatif as whatif_cmd
 from sim.guard import BUDGET_ENV
@@ -95,6 +96,7 @@ def file_commands(f: str, out: Path) -> dict[str, tuple[Callable[[list[str]], in
         "compare scenario": (compare_cmd.main, [f, "--out", str(out / "c.png")]),
         "fit source": (fit_cmd.main, [f, "--quick", "--seeds", "1", "--candidate", "baseline"]),
         "whatif --scenario": (whatif_cmd.main, ["capacity", "--scenario", f, "--seeds", "1", "--json"]),
+        "scenario from-app": (scenario_cmd.main, ["from-app", f]),
     }
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from experiments import run, uncertainty
+from models.inputs import plausible as loadtest_ranges
 from sim.scenario import ScenarioError
 
 
@@ -54,9 +55,13 @@ def test_a_run_with_uncertainty_reports_central_values_and_ranges(tmp_path, caps
     assert r["low"] == r["high"] == r["central"]
 
 
-def test_uncertainty_needs_a_load_test_and_a_readable_file(tmp_path, capsys):
-    with pytest.raises(ScenarioError, match="only the load-test model"):
-        uncertainty.ranges("coldstart-torch", [], [], 1, 1)
+def test_uncertainty_needs_plausible_models_and_a_readable_file(tmp_path, capsys):
+    # a container start whose every key with plausible values the user sets has no range left to run
+    sc = run.load_scenario("coldstart-torch", [], [])
+    keys = [k for k, _, _ in uncertainty.declared(type(sc))]
+    sets = [f"{k}={v!r}" for k in keys for v in [uncertainty.current(sc, k)]]
+    with pytest.raises(ScenarioError, match="reads no key with plausible values"):
+        uncertainty.ranges("coldstart-torch", sets, [], 1, 1)
     params = tmp_path / "bad.toml"
     params.write_text("[limits]\nstart_rate = 363\n")
     (tmp_path / "bad.plausible.json").write_bytes(b"\x00\x01 not json")
@@ -82,9 +87,10 @@ def test_the_envelope_counts_only_the_keys_the_scenario_reads():
     # every key read: the server's extremes are models of their own
     assert uncertainty.envelope(kept, models) == [kept, models[3], models[1], models[2]]
     # spawn reads no server key: the models alike on a.x are the kept one, a tie goes to the model already taken
-    spawn = uncertainty.envelope(kept, models, uncertainty.unread("spawn"))
+    spawn = uncertainty.envelope(kept, models, loadtest_ranges.unread("spawn"))
     assert spawn == [["a.x=2"], ["a.x=1"]]
-    assert uncertainty.unread("server")("server.cpu=1") is False and uncertainty.unread("remote")("batching.x=1")
+    assert loadtest_ranges.unread("server")("server.cpu=1") is False
+    assert loadtest_ranges.unread("remote")("batching.x=1")
 
 
 def test_the_users_run_is_one_of_the_runs_and_the_same_run_runs_once(tmp_path):
@@ -101,7 +107,7 @@ def test_the_users_run_is_one_of_the_runs_and_the_same_run_runs_once(tmp_path):
     _, doc = uncertainty.ranges("loadtest-spawn", [*sets, "limits.start_burst=5"], [str(params)], 2, 1, seed=7)
     assert doc["runs"] == 8
     # a key the user sets is no longer an assumption: the client's retry set by hand is one model fewer
-    _, doc = uncertainty.ranges("loadtest-spawn", [*sets, uncertainty.ON_RATE_LIMIT], [str(params)], 2, 1, seed=7)
+    _, doc = uncertainty.ranges("loadtest-spawn", [*sets, loadtest_ranges.ON_RATE_LIMIT], [str(params)], 2, 1, seed=7)
     assert doc["runs"] == 6
 
 
@@ -185,14 +191,16 @@ def test_the_envelope_takes_the_models_that_bound_each_recorded_figure():
     assert uncertainty.envelope(kept, models, figures=figures) == [kept, models[1], models[3]]
 
 
-def test_a_question_takes_the_figures_of_its_nearest_reference_way(tmp_path):
+def test_a_question_takes_the_figures_of_its_nearest_reference_way():
     ways = {"spawn": {"approach": "spawn", "copies": 1}, "copies": {"approach": "remote", "copies": 8}}
-    p = uncertainty.Plausible(tmp_path, [], [], [], [], ways)
-    scenario = run.load_scenario
-    assert p.nearest(scenario("loadtest-spawn", [], [])) == ["spawn"]
-    assert p.nearest(scenario("loadtest-copies", [], [])) == ["copies"]
-    assert p.nearest(scenario("loadtest-remote", [], [])) == ["copies"]  # remote on one copy: the same approach
-    assert p.nearest(scenario("loadtest-batching", [], [])) == ["spawn", "copies"]  # no batching way: every one
+
+    def nearest(name: str) -> list[str]:
+        return loadtest_ranges.nearest(run.load_scenario(name, [], []), ways)
+
+    assert nearest("loadtest-spawn") == ["spawn"]
+    assert nearest("loadtest-copies") == ["copies"]
+    assert nearest("loadtest-remote") == ["copies"]  # remote on one copy: the same approach
+    assert nearest("loadtest-batching") == ["spawn", "copies"]  # no batching way: every one
 
 
 @pytest.mark.slow

@@ -64,12 +64,17 @@ class SchedulerParams:
     request_s: float = param(
         0.0245,
         ge=0,
-        source="fitted to docs/sources.md §2 (scheduling 'tens of milliseconds'; calibration/params/sandboxes.toml)",
+        plausible=(0.003, 0.092),
+        source="fitted to docs/sources.md §2 (scheduling 'tens of milliseconds'; calibration/params/sandboxes.toml); "
+        "plausible: the values that keep the schedule p50 within 10–99 ms (the same file)",
         doc="the create request's time in the scheduler besides its CPU step, not holding a thread (authentication, "
         "gRPC, lookups)",
     )
     placement: Literal["random", "power_of_d", "least_loaded"] = param(
-        "power_of_d", source="docs/sources.md §2 'a fast scheduling algorithm'; power of d (Mitzenmacher 2001)"
+        "power_of_d",
+        plausible=("random",),
+        source="docs/sources.md §2 'a fast scheduling algorithm' (not published); power of d (Mitzenmacher 2001), "
+        "and random placement as its rival",
     )
     d: int = param(2, ge=1, le=1000, doc="choices sampled by power_of_d")
     publish_interval_s: float = param(1.0, ge=0.001, source="assumption: 'workers periodically publish their state'")
@@ -77,8 +82,10 @@ class SchedulerParams:
     stream_msgs_per_s: float = param(
         200_000.0,
         gt=0,
+        plausible=(100_000.0,),
         source="assumption: one stream takes 100,000 workers at 1 s with room (docs/sources.md §2 "
-        "'fine beyond 100,000 workers'); Redis Streams 10k msg/s on 2 cores is a floor",
+        "'fine beyond 100,000 workers'); Redis Streams 10k msg/s on 2 cores is a floor; plausible down to the "
+        "100,000 a second those workers publish",
     )
     stream_lag_s: float = param(0.002, ge=0, source="docs/sources.md §2: Redis Streams 99.9% delivered within 2 ms")
     metadata_writes_per_s: float = param(
