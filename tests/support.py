@@ -344,3 +344,15 @@ def png_pixels(path: Path) -> np.ndarray:
     import matplotlib.image
 
     return np.asarray(matplotlib.image.imread(str(path)))[..., :3] * 255.0
+
+
+def assert_axes_hold_their_data(fig: object) -> None:
+    """Every axis of a matplotlib figure holds everything plotted on it: nothing clipped off the top or bottom
+    (experiments/plots.py ``data_ylim``)."""
+    from experiments.plots import data_ylim
+
+    for ax in fig.axes:
+        span = data_ylim(ax)
+        if span is not None:
+            low, high = sorted(ax.get_ylim())
+            assert low <= span[0] and span[1] <= high, (ax.get_title(), span, (low, high))
