@@ -30,7 +30,7 @@ from tqdm import tqdm
 from experiments.plots import fit_ylim, plain_ticks, pyplot
 from experiments.spec import check_runs
 from experiments.whatif.base import Flag, Question, positive, print_answer
-from experiments.whatif.pages import STYLE
+from experiments.whatif.pages import STYLE, html_table
 from models.inputs.checks.recovery import BAND, bin_for, recovery
 from models.registry import MODELS
 from models.runs import load_scenario, run_scenario
@@ -241,6 +241,11 @@ def words(out: dict) -> list[str]:
     return lines + [edge_text(name, p) for name, p in out["policies"].items()]
 
 
+def attempts_text(row: dict) -> str:
+    """A row's attempts per successful call."""
+    return f"{row['attempts_per_success']:.2f}"
+
+
 def edge_text(name: str, policy: dict) -> str:
     """A policy's edge in words."""
     edge = policy["edge"]
@@ -301,15 +306,12 @@ def figures_bin(figures: dict[str, dict]) -> float:
 def page(out: dict, png: Path, folder: Path) -> Path:
     """The recovery question's report page (``recovery.html`` in ``folder``): the answer in words, its table (an
     HTML table) and the figure, one file."""
-    head = ("policy", "spike", "recovered", "recovery_s", "work_lost_s", "attempts/ok")
-    rows = "".join(
-        f"<tr><td>{html.escape(name)}</td><td>×{r['spike']:g}</td><td>{r['recovered']}</td>"
-        f"<td>{recovery_text(r)}</td>"
-        f"<td>{r['work_lost_s']:,.0f}</td><td>{r['attempts_per_success']:.2f}</td></tr>"
+    rows = [
+        [name, f"×{r['spike']:g}", r["recovered"], recovery_text(r), f"{r['work_lost_s']:,.0f}", attempts_text(r)]
         for name, p in out["policies"].items()
         for r in p["rows"]
-    )
-    table = "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + f"</tr>{rows}</table>"
+    ]
+    table = html_table(["policy", "spike", "recovered", "recovery_s", "work_lost_s", "attempts/ok"], rows)
     edges = [edge_text(name, p) for name, p in out["policies"].items()]
     image = base64.b64encode(png.read_bytes()).decode()
     body = (
