@@ -1,10 +1,11 @@
 """The plotted report of a sweep: ``python -m experiments.report RESULTS [--out DIR]``.
 
 RESULTS is a sweep's results table (results.parquet or results.csv). The report is a self-contained HTML page
-(figures embedded, opens offline) and its PNGs: throughput against scale per series with 95% CI bands and the ideal
-line, added latency p50/p99, containers, errors by kind, the time series of one chosen point (re-simulated from its
-row), the limit that binds at each point, each series' saturation point, a table of the numbers, and the scenario
-and package versions used.
+(figures embedded, opens offline) and its PNGs: what the numbers rest on (the points whose runs left the calibrated
+range, and how: their ``extrapolated`` flags; whether ranges were run), throughput against scale per series with 95%
+CI bands and the ideal line, added latency p50/p99, containers, errors by kind, the time series of one chosen point
+(re-simulated from its row), the limit that binds at each point, each series' saturation point, a table of the
+numbers (under ``--uncertainty`` each figure's range beside its mean), and the scenario and package versions used.
 """
 
 from __future__ import annotations
@@ -311,7 +312,8 @@ def make_report(
     heading, intro, rows = model.findings(plotted, scale) if len(plotted) else ("Findings", "", [])
     findings = pd.DataFrame(rows)
     cols = [scale, "variant", "seeds", "models", "binding_limit", "binding_agreement", "unstable"]
-    numbers = summary[[c for c in cols if c in summary]].join(_people(summary, model.headline))
+    people = _people(summary, tuple(m for m in model.headline if m not in cols))
+    numbers = summary[[c for c in cols if c in summary]].join(people)
     if "extrapolated" in summary:  # what left the envelope, by key (the flags in full: "What the numbers rest on")
         numbers["extrapolated"] = [
             ", ".join(dict.fromkeys(f.split()[0] for f in t.split("; ") if f)) for t in summary["extrapolated"]
@@ -323,8 +325,7 @@ def make_report(
     except ScenarioError:
         declared = model.metrics(model.schema())
     glossary = "".join(
-        f"<tr><td class=text>{m.name}</td><td class=text>{html.escape(m.unit)}</td>"
-        f"<td class=text>{html.escape(m.doc)}</td></tr>"
+        f"<tr><td>{m.name}</td><td>{html.escape(m.unit)}</td><td>{html.escape(m.doc)}</td></tr>"
         for m in (declared[k] for k in model.headline if k in declared)
     )
     first_rows = ok.groupby("variant", sort=False).head(1)
@@ -338,7 +339,7 @@ def make_report(
 table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}
 .wide{{overflow-x:auto;max-width:100%}} figure{{margin:1.5em 0}} figcaption{{color:#777;font-size:12px}}
 .flags{{background:#fdf6e3;border-left:4px solid #dd8452;padding:.6em 1em}} .flags.inside{{background:#f5f7f9;
-border-left-color:#8c8c8c}} td.text,th.text{{text-align:left}}
+border-left-color:#8c8c8c}} table.text td,table.text th{{text-align:left}}
 .wide td{{white-space:nowrap}}</style>
 </head><body>
 <h1>{html.escape(title)}</h1><p>{html.escape(description)}</p>{_swept(table, factors or [])}
@@ -350,8 +351,7 @@ border-left-color:#8c8c8c}} td.text,th.text{{text-align:left}}
 <p>{html.escape(intro)}</p>{_table(findings)}
 {"".join(_img(p) for p in pngs)}
 <h2>The numbers</h2>{_table(numbers)}
-<h2>What they are</h2><table><tr><th class=text>metric</th><th class=text>unit</th><th class=text>what</th></tr>
-{glossary}</table>
+<h2>What they are</h2><table class=text><tr><th>metric</th><th>unit</th><th>what</th></tr>{glossary}</table>
 <h2>Runs with errors</h2>{_table(errors) if len(errors) else "<p>none</p>"}
 <h2>Scenarios (first point of each series)</h2>{scenarios}
 <h2>Versions</h2>{_table(pd.DataFrame(list(versions().items()), columns=["package", "version"]))}
