@@ -168,8 +168,9 @@ def search_page(out: dict, title: str, more: str = "") -> str:
         for r, c in rows
     ]
     chosen = out["chosen"]
-    tried = sorted({x for r, _ in rows for x in r["extrapolated"]})
-    flags = flags_html(chosen["extrapolated"], "The answer") if chosen else flags_html(tried, "The options simulated")
+    runs = [r for r, _ in rows] + ([out["floor"]] if out.get("floor") else [])  # (capacity's probe of the floor)
+    tried = sorted({x for r in runs for x in r["extrapolated"]})
+    flags = flags_html(chosen["extrapolated"], "The answer") if chosen else flags_html(tried, "What was simulated")
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{STYLE}</style>"
         f"</head><body><h1>{html.escape(title)}</h1>"
