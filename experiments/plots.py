@@ -68,6 +68,52 @@ def colour_of(series: str) -> str:
     return WAY_COLOURS.get(series) or _PALETTE[zlib.crc32(series.encode()) % len(_PALETTE)]
 
 
+def data_ylim(ax: plt.Axes) -> tuple[float, float] | None:
+    """The least and greatest y of everything plotted on ``ax`` in data coordinates (lines, steps, scatters, bands,
+    bars; not spans drawn in axes coordinates, such as ``axvspan``), finite values only and, on a log axis, positive
+    ones (None: nothing plotted)."""
+    ys: list[np.ndarray] = []
+
+    def in_data(transform) -> bool:  # the artist's y is in data coordinates (a blended transform's too)
+        return transform.contains_branch_seperately(ax.transData)[1]
+
+    for line in ax.get_lines():
+        if in_data(line.get_transform()):
+            ys.append(np.asarray(line.get_ydata(), dtype=float))
+    for c in ax.collections:
+        offsets = np.asarray(c.get_offsets(), dtype=float)
+        if len(offsets) and offsets.ndim == 2 and in_data(c.get_offset_transform()):
+            ys.append(offsets[:, 1])
+        elif in_data(c.get_transform()):
+            ys += [np.asarray(path.vertices, dtype=float)[:, 1] for path in c.get_paths()]
+    for patch in ax.patches:
+        if hasattr(patch, "get_height") and in_data(patch.get_transform()):
+            ys.append(np.array([patch.get_y(), patch.get_y() + patch.get_height()], dtype=float))
+    y = np.concatenate(ys) if ys else np.array([])
+    y = y[np.isfinite(y)]
+    if ax.get_yscale() == "log":
+        y = y[y > 0]
+    return (float(y.min()), float(y.max())) if len(y) else None
+
+
+def fit_ylim(ax: plt.Axes, margin: float = 0.06, floor: float | None = 0.0) -> None:
+    """Set ``ax``'s y-limits to hold everything plotted on it (``data_ylim``), with ``margin`` of the span beyond
+    each end as the axis draws it (linear, log, symlog), never below ``floor`` when the data are not (None: no
+    floor; a log axis has none). Call it after plotting and after setting the scale: a figure clipped at a fixed
+    multiple of one series hides the others' peaks."""
+    span = data_ylim(ax)
+    if span is None:
+        return
+    lo, hi = span
+    scale = ax.yaxis.get_transform()
+    a, b = scale.transform([lo, hi])
+    pad = margin * (b - a) if b > a else max(abs(a) * margin, 0.5)
+    low, high = scale.inverted().transform([a - pad, b + pad])
+    if floor is not None and lo >= floor and ax.get_yscale() != "log":
+        low = max(low, floor)
+    ax.set_ylim(low, high)
+
+
 def _xaxis(ax: plt.Axes, x: pd.Series, scale: str) -> None:
     ax.set_xlabel(scale)
     if len(x) and (x > 0).all() and x.max() / x.min() >= 8:
@@ -76,7 +122,7 @@ def _xaxis(ax: plt.Axes, x: pd.Series, scale: str) -> None:
     ax.grid(True, alpha=0.3)
 
 
-def _plain_ticks(ax: plt.Axes) -> None:
+def plain_ticks(ax: plt.Axes) -> None:
     """A log axis's ticks as plain numbers (1, 10, 1,000): its default labels are mathtext, which this module turns
     off (``text.parse_math``), so they would print as ``$\\mathdefault{10^{1}}$``."""
     from matplotlib.ticker import FuncFormatter
@@ -131,7 +177,7 @@ def fig_lines(summary: pd.DataFrame, scale: str, spec: Figure) -> plt.Figure:
         if spec.log:
             ax.set_yscale("symlog", linthresh=10)
             ax.set_ylim(bottom=0)
-            _plain_ticks(ax)
+            plain_ticks(ax)
         if label.startswith("$"):  # money on the axis as money (after the scale, which resets the formatter)
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"${v:,.2f}" if abs(v) >= 1 else f"${v:.3g}"))
     axes[0][0].legend(fontsize=7)
@@ -238,7 +284,7 @@ def draw_timeseries(series: dict, spec: TimeSeries, label: str) -> plt.Figure:
     ax.set_ylabel(spec.ylabel)
     if spec.log:
         ax.set_yscale("log")
-        _plain_ticks(ax)
+        plain_ticks(ax)
     ax.grid(True, alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
     if spec.right:

@@ -1,10 +1,11 @@
 """The plotted report of a sweep: ``python -m experiments.report RESULTS [--out DIR]``.
 
 RESULTS is a sweep's results table (results.parquet or results.csv). The report is a self-contained HTML page
-(figures embedded, opens offline) and its PNGs: throughput against scale per series with 95% CI bands and the ideal
-line, added latency p50/p99, containers, errors by kind, the time series of one chosen point (re-simulated from its
-row), the limit that binds at each point, each series' saturation point, a table of the numbers, and the scenario
-and package versions used.
+(figures embedded, opens offline) and its PNGs: what the numbers rest on (the points whose runs left the calibrated
+range, and how: their ``extrapolated`` flags; whether ranges were run), throughput against scale per series with 95%
+CI bands and the ideal line, added latency p50/p99, containers, errors by kind, the time series of one chosen point
+(re-simulated from its row), the limit that binds at each point, each series' saturation point, a table of the
+numbers (under ``--uncertainty`` each figure's range beside its mean), and the scenario and package versions used.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ def summarize(table: pd.DataFrame, scale: str | None, bottleneck: str = "") -> p
         ],
         axis=1,
     ).copy()
+    if "extrapolated" in ok:  # what any of the point's seeds left of the calibrated envelope (models/runs.py)
+        out = out.join(groups["extrapolated"].agg(_flags))
     out = out.reset_index()
     out["unstable"] = out["unstable"].fillna("")
     if ranged:
@@ -87,6 +90,12 @@ def summarize(table: pd.DataFrame, scale: str | None, bottleneck: str = "") -> p
         models = every.groupby("kept_point")["plausible"].nunique().rename("models")
         out = out.join(pd.concat([low, high, models], axis=1), on="point")
     return out
+
+
+def _flags(texts: pd.Series) -> str:
+    """The extrapolation flags of a point's runs (each run's ``extrapolated``, ';'-joined in the table), each once."""
+    flags = [f.strip() for t in texts if isinstance(t, str) for f in t.split(";") if f.strip()]
+    return "; ".join(dict.fromkeys(flags))
 
 
 UNSTABLE = 0.10  # a point's seeds disagree when their calls/s spread over more than this share of their median
@@ -157,13 +166,50 @@ def _swept(table: pd.DataFrame, factors: list[str]) -> str:
     return f"<p>Swept here: {html.escape('; '.join(parts))}.</p>" if parts else ""
 
 
-def _ranges_said(summary: pd.DataFrame) -> str:
-    if "models" not in summary:
-        return ""
+def _rests_on(summary: pd.DataFrame, scale: str) -> str:
+    """What the numbers rest on: the points whose runs left the calibrated envelope and how (their
+    ``extrapolated`` flags), or that none did."""
+    if "extrapolated" not in summary:
+        return "<p class='flags inside'>No extrapolation flags: the results table has no extrapolated column.</p>"
+    out = summary[summary["extrapolated"] != ""]
+    if not len(out):
+        return (
+            "<p class='flags inside'>Within the calibrated range: no run left the envelope its parameters were "
+            "fitted on.</p>"
+        )
+    flagged = out[[c for c in (scale, "variant", "extrapolated") if c in out]].sort_values(["variant", scale])
     return (
-        f" Ranges (_low .. _high; the lighter band) over {summary['models'].max():.0f} plausible models of the "
-        "calibration, each at every seed (common random numbers: experiments/uncertainty.py)."
+        f"<div class='flags'><b>Extrapolated</b>: at {len(out)} of {len(summary)} points the runs leave the range "
+        "their parameters were calibrated on, so those figures rest on the model beyond what was measured:"
+        f"{_table(flagged)}</div>"
     )
+
+
+def _people(summary: pd.DataFrame, metrics: tuple[str, ...]) -> pd.DataFrame:
+    """Each metric of ``metrics`` as people read it: ``mean ± CI`` and, from a sweep run with --uncertainty, its
+    range ``low .. high`` in the next column."""
+    out = pd.DataFrame(index=summary.index)
+    for m in metrics:
+        if f"{m}_mean" not in summary:
+            continue
+        mean, ci = summary[f"{m}_mean"], summary[f"{m}_ci95"]
+        out[m] = [
+            "" if pd.isna(a) else human(a) + ("" if pd.isna(b) else f" ± {human(b)}")
+            for a, b in zip(mean, ci, strict=True)
+        ]
+        if f"{m}_low" in summary:
+            lo, hi = summary[f"{m}_low"], summary[f"{m}_high"]
+            out[f"{m} range"] = ["" if pd.isna(a) else f"{human(a)} .. {human(b)}" for a, b in zip(lo, hi, strict=True)]
+    return out
+
+
+def _ranges_or_not(summary: pd.DataFrame) -> str:
+    if "models" in summary:
+        return (
+            "Each figure's range (low .. high, beside its mean in the numbers below; the lighter band in the figures) "
+            f"is over {summary['models'].max():.0f} plausible models of the calibration, each at every seed."
+        )
+    return "No ranges: sweep with --uncertainty for each figure's range over the calibration's plausible models."
 
 
 def _numeric(column: pd.Series) -> bool:
@@ -265,10 +311,14 @@ def make_report(
 
     heading, intro, rows = model.findings(plotted, scale) if len(plotted) else ("Findings", "", [])
     findings = pd.DataFrame(rows)
-    stats_ = ("mean", "ci95", "low", "high")  # low .. high: only a sweep run with --uncertainty has them
     cols = [scale, "variant", "seeds", "models", "binding_limit", "binding_agreement", "unstable"]
-    cols += [f"{m}_{s}" for m in model.headline for s in stats_]
-    numbers = summary[[c for c in cols if c in summary]].sort_values(["variant", scale]) if len(summary) else summary
+    people = _people(summary, tuple(m for m in model.headline if m not in cols))
+    numbers = summary[[c for c in cols if c in summary]].join(people)
+    if "extrapolated" in summary:  # what left the envelope, by key (the flags in full: "What the numbers rest on")
+        numbers["extrapolated"] = [
+            ", ".join(dict.fromkeys(f.split()[0] for f in t.split("; ") if f)) for t in summary["extrapolated"]
+        ]
+    numbers = numbers.sort_values(["variant", scale]) if len(summary) else numbers
     errors = table[table["error"] != ""][["point", "variant", "seed", "error"]]
     try:
         declared = model.metrics(scenario_of(ok.iloc[0]) if len(ok) else model.schema())
@@ -287,20 +337,24 @@ def make_report(
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}} img{{max-width:100%}}
 table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}
-.wide{{overflow-x:auto;max-width:100%}} figure{{margin:1.5em 0}} figcaption{{color:#777;font-size:12px}}</style>
+.wide{{overflow-x:auto;max-width:100%}} figure{{margin:1.5em 0}} figcaption{{color:#777;font-size:12px}}
+.flags{{background:#fdf6e3;border-left:4px solid #dd8452;padding:.6em 1em}} .flags.inside{{background:#f5f7f9;
+border-left-color:#8c8c8c}} table.text td,table.text th{{text-align:left}}
+.wide td{{white-space:nowrap}}</style>
 </head><body>
 <h1>{html.escape(title)}</h1><p>{html.escape(description)}</p>{_swept(table, factors or [])}
 <p>{len(table):,} runs, {len(errors):,} with errors; {summary["seeds"].max() if len(summary) else 0} seeds per point;
-95% confidence intervals over seeds (t distribution).{_ranges_said(summary)}</p>
+95% confidence intervals over seeds (t distribution).</p>
 {"".join(f"<p>{html.escape(n)}</p>" for n in notes)}
+<h2>What the numbers rest on</h2>{_rests_on(summary, scale)}<p>{_ranges_or_not(summary)}</p>
 <h2>{html.escape(heading)}</h2>
 <p>{html.escape(intro)}</p>{_table(findings)}
 {"".join(_img(p) for p in pngs)}
 <h2>The numbers</h2>{_table(numbers)}
-<h2>What they are</h2><table><tr><th>metric</th><th>unit</th><th>what</th></tr>{glossary}</table>
+<h2>What they are</h2><table class=text><tr><th>metric</th><th>unit</th><th>what</th></tr>{glossary}</table>
 <h2>Runs with errors</h2>{_table(errors) if len(errors) else "<p>none</p>"}
 <h2>Scenarios (first point of each series)</h2>{scenarios}
-<h2>Versions</h2><pre>{html.escape(json.dumps(versions(), indent=1))}</pre>
+<h2>Versions</h2>{_table(pd.DataFrame(list(versions().items()), columns=["package", "version"]))}
 </body></html>"""
     path = out / "report.html"
     files.write_text(path, page)

@@ -344,3 +344,28 @@ def png_pixels(path: Path) -> np.ndarray:
     import matplotlib.image
 
     return np.asarray(matplotlib.image.imread(str(path)))[..., :3] * 255.0
+
+
+def in_chromium(page: Path, folder: Path, size: str = "1200,2000") -> str:
+    """``page`` opened in headless Chromium: its DOM as the browser built it, after a screenshot (``folder``/shot.png)
+    that must not be blank; the test skips, saying why, without Chromium."""
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (.ci/run installs Debian's chromium)")
+    shot = folder / "shot.png"
+    args = [CHROMIUM, *HEADLESS, f"--user-data-dir={folder / 'profile'}", f"--window-size={size}"]
+    subprocess.run([*args, f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120, check=True)
+    dom = subprocess.run([*args, "--dump-dom", page.as_uri()], capture_output=True, timeout=120, check=True, text=True)
+    assert png_pixels(shot).std() > 10  # drawn, not blank
+    return dom.stdout
+
+
+def assert_axes_hold_their_data(fig: object) -> None:
+    """Every axis of a matplotlib figure holds everything plotted on it: nothing clipped off the top or bottom
+    (experiments/plots.py ``data_ylim``)."""
+    from experiments.plots import data_ylim
+
+    for ax in fig.axes:
+        span = data_ylim(ax)
+        if span is not None:
+            low, high = sorted(ax.get_ylim())
+            assert low <= span[0] and span[1] <= high, (ax.get_title(), span, (low, high))

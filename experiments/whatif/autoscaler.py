@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import base64
-import html
 import math
 from pathlib import Path
 
+from experiments.plots import fit_ylim, pyplot
 from experiments.whatif.base import P99, RATE, SHAPE, Flag, Search, positive
-from experiments.whatif.pages import STYLE, number_text, settings_text, words
+from experiments.whatif.pages import html_table, number_text, search_page, settings_text, write_page
 from experiments.whatif.search import (
     MAX_KNOB,
     Evaluation,
@@ -63,7 +63,9 @@ class Autoscaler(Search):
 
     def page(self, out: dict, every: list[Evaluation], folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
-        return frontier_report(out, every, folder)
+        return write_page(
+            folder, "whatif.html", search_page(out, "What-if: autoscaler settings", frontier(every, out, folder))
+        )
 
 
 def autoscaler(
@@ -104,13 +106,10 @@ def _cheaper_failing(every: list[Evaluation], best: Evaluation) -> list[Evaluati
     return sorted(cheaper, key=lambda e: -e.mean("container_seconds"))[:3]
 
 
-def frontier_report(out: dict, every: list[Evaluation], path: Path) -> Path:
-    """The autoscaler question's HTML report: the latency-versus-cost frontier of every simulated configuration
-    (``every``: the search's evaluations)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def frontier(every: list[Evaluation], out: dict, folder: Path) -> str:
+    """The latency-versus-cost frontier of every simulated configuration (``every``: the search's evaluations) as
+    HTML: its figure (frontier.png in ``folder``, every point within the axes) and its table."""
+    plt = pyplot()
     from matplotlib.ticker import FuncFormatter
 
     pts = [(e.mean("cost_usd"), e.mean("added_latency_p99_s"), e) for e in every]
@@ -144,39 +143,25 @@ def frontier_report(out: dict, every: list[Evaluation], path: Path) -> Path:
         ax.set_xlabel("cost of the run, billed to each container's removal")
         ax.set_ylabel("added latency p99, s (mean over seeds)")
         ax.set_yscale("log")
+        fit_ylim(ax)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: human(v, "$")))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
         ax.set_title("Autoscaler settings: latency against cost")
-        png = files.write_figure(fig, path / "frontier.png", dpi=110, bbox_inches="tight")
+        png = files.write_figure(fig, folder / "frontier.png", dpi=110, bbox_inches="tight")
     finally:
         plt.close(fig)
-    rows = "".join(
-        f"<tr><td>{html.escape(settings_text(e.settings()))}</td><td>{lat:.3g}</td>"
-        f"<td>{number_text(e.mean('container_seconds'))}</td><td>{human(cost, '$')}</td></tr>"
+    rows = [
+        [settings_text(e.settings()), f"{lat:.3g}", number_text(e.mean("container_seconds")), human(cost, "$")]
         for cost, lat, e in pareto
+    ]
+    image = base64.b64encode(png).decode()
+    return (
+        f"<h2>Latency against cost</h2><img alt='frontier' src='data:image/png;base64,{image}'>"
+        f"<h2>The frontier</h2>{html_table(['configuration', 'p99 added (s)', 'container-s', 'cost $'], rows)}"
     )
-    lines = words(out)
-    body = "".join(f"<p>{html.escape(line)}</p>" for line in lines if line.strip() and not line.startswith("|"))
-    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("| ")]
-    options = "".join(
-        "<tr>"
-        + "".join(f"<{'th' if i == 0 else 'td'}>{html.escape(c)}</{'th' if i == 0 else 'td'}>" for c in row)
-        + "</tr>"
-        for i, row in enumerate(cells)
-    )
-    page = (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>What-if: autoscaler</title><style>{STYLE}</style>"
-        f"</head><body><h1>What-if: autoscaler settings</h1>{body}"
-        f"<h2>The options</h2><table>{options}</table>"
-        f"<h2>Latency against cost</h2><img src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
-        "<h2>The frontier</h2><table><tr><th>configuration</th><th>p99 added (s)</th>"
-        f"<th>container-s</th><th>cost $</th></tr>{rows}</table></body></html>"
-    )
-    files.write_text(path / "whatif.html", page)
-    return path / "whatif.html"
 
 
 def _int_list(name: str, text: str) -> int:

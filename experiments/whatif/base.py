@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from experiments.whatif.pages import words
+from experiments.whatif.pages import search_page, words, write_page
 from experiments.whatif.search import Evaluation, Simulator
 from models.inputs.callers.demand import parse_shape
 from models.runs import warn_extrapolated
@@ -96,12 +96,12 @@ class Search(Question):
         if out["chosen"]:
             warn_extrapolated(out["chosen"]["extrapolated"], " (the chosen configuration)")
         print_answer(args, out, words)
-        if args.out and (page := self.page(out, every, args.out)):
-            print(f"report: {page}", file=sys.stderr)
+        if args.out:
+            print(f"report: {self.page(out, every, args.out)}", file=sys.stderr)
 
-    def page(self, out: dict, every: list[Evaluation], folder: Path) -> Path | None:
-        """Its HTML page in ``folder`` (None: it has none)."""
-        return None
+    def page(self, out: dict, every: list[Evaluation], folder: Path) -> Path:
+        """Its HTML page in ``folder``: whatif.html (experiments/whatif/pages.py ``search_page``)."""
+        return write_page(folder, "whatif.html", search_page(out, f"What-if: {self.name}"))
 
 
 def print_answer(args: argparse.Namespace, out: dict, said: Callable[[dict], list[str]]) -> None:
@@ -157,7 +157,11 @@ def command(questions: dict[str, Question], description: str, argv: list[str] | 
         "its figures with ranges, and whether it still meets the constraint at their worst",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--out", type=out_path, help="plan, autoscaler: a folder for the HTML page")
+    p.add_argument(
+        "--out",
+        type=out_path,
+        help="a folder for the answer's HTML page (plan.html, recovery.html; the others whatif.html) and figures",
+    )
     args = p.parse_args(argv)
 
     def go() -> int:

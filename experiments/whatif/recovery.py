@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from experiments.plots import fit_ylim, plain_ticks, pyplot
 from experiments.spec import check_runs
 from experiments.whatif.base import Flag, Question, positive, print_answer
-from experiments.whatif.pages import STYLE
+from experiments.whatif.pages import STYLE, html_table
 from models.inputs.checks.recovery import BAND, bin_for, recovery
 from models.registry import MODELS
 from models.runs import load_scenario, run_scenario
@@ -144,18 +145,30 @@ def measure(scenario: str, sets: list[str], params: list[str], seed: int, band: 
     r = m.pop("records")
     window = (sc.warmup_s, sc.duration_s)
     rate = sc.arrivals.rate
+    records = {c: r[c].to_numpy() for c in r.columns}
+    backlog = (series["t"], series["pending"], series["running"])
     try:
-        rec, s = recovery(
-            {c: r[c].to_numpy() for c in r.columns},
-            trigger,
-            window,
-            bin_for(rate, window[1] - window[0]),
-            band,
-            backlog=(series["t"], series["pending"], series["running"]),
-        )
+        rec, _ = recovery(records, trigger, window, bin_for(rate, window[1] - window[0]), band, backlog=backlog)
+        start, bin_s = figure_bins(trigger, window)
+        _, s = recovery(records, trigger, (start, window[1]), bin_s, band, backlog=backlog)
     except ValueError as e:
         raise ScenarioError(f"arrivals.shape: {e}") from None
     return rec, s
+
+
+FIGURE_BINS = 4  # the figure's bins per trigger: its rise and fall drawn where they happen
+MAX_FIGURE_BINS = 500  # at most this many over the window (the monitor samples the backlog 1,000 times a run)
+
+
+def figure_bins(trigger: tuple[float, float], window: tuple[float, float]) -> tuple[float, float]:
+    """The figure's bins (their first edge and width): finer than the measurement's (``bin_for``: 1,000 calls
+    each, 143 s at 7 calls/s), which would draw the load rising in the bin before the trigger starts; edges on the
+    trigger's start and, when a bin is no longer than the trigger, on its end."""
+    (t0, t1), (w0, w1) = trigger, window
+    target = max((t1 - t0) / FIGURE_BINS, (w1 - w0) / MAX_FIGURE_BINS)
+    bin_s = (t1 - t0) / math.ceil((t1 - t0) / target) if target <= t1 - t0 else target
+    bin_s = min(bin_s, t0 - w0)  # at least one bin before the trigger
+    return t0 - math.floor((t0 - w0) / bin_s) * bin_s, bin_s
 
 
 def recovery_question(
@@ -217,69 +230,93 @@ def words(out: dict) -> list[str]:
     lines = [
         f"After a spike from t = {out['spike_at_s']:g} s for {out['spike_length_s']:g} s (before it: "
         f"{out['pre_trigger_calls_per_s']:.2f} calls/s), back within {out['band']:.0%} of throughput and latency:",
-        f"{'policy':<14} {'spike':>6} {'recovered':>9} {'recovery_s':>10} {'work_lost_s':>11} {'attempts/ok':>11}",
+        f"{'policy':<14} {'spike':>6} {'recovered':>9} {'recovery_s':>18} {'work_lost_s':>11} {'attempts/ok':>11}",
     ]
     for name, p in out["policies"].items():
         for r in p["rows"]:
-            rec = "not within the run" if r["recovery_s"] is None else f"{r['recovery_s']:.0f}"
             lines.append(
-                f"{name:<14} {r['spike']:>6g} {r['recovered']:>9} {rec:>10} {r['work_lost_s']:>11.0f} "
+                f"{name:<14} {r['spike']:>6g} {r['recovered']:>9} {recovery_text(r):>18} {r['work_lost_s']:>11.0f} "
                 f"{r['attempts_per_success']:>11.2f}"
             )
-    for name, p in out["policies"].items():
-        edge = p["edge"]
-        lines.append(
-            f"{name}: recovers after every spike up to ×{edge:g}" if edge else f"{name}: no spike tried recovers"
-        )
-    return lines
+    return lines + [edge_text(name, p) for name, p in out["policies"].items()]
+
+
+def attempts_text(row: dict) -> str:
+    """A row's attempts per successful call."""
+    return f"{row['attempts_per_success']:.2f}"
+
+
+def edge_text(name: str, policy: dict) -> str:
+    """A policy's edge in words."""
+    edge = policy["edge"]
+    return f"{name}: recovers after every spike up to ×{edge:g}" if edge else f"{name}: no spike tried recovers"
+
+
+def recovery_text(row: dict) -> str:
+    """A row's recovery time in seconds, or that it did not recover within the run."""
+    return "not within the run" if row["recovery_s"] is None else f"{row['recovery_s']:.0f}"
 
 
 def figure(figures: dict[str, dict], out: dict, folder: Path) -> Path:
-    """Per policy, offered vs served load, backlog and retries around the largest spike (a PNG in ``folder``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(len(figures), 1, figsize=(8, 2.6 * len(figures)), sharex=True, squeeze=False)
-    for ax, (name, s) in zip(axes[:, 0], figures.items(), strict=True):
-        ax.step(s["t"], s["offered_per_s"], where="post", label="offered (first tries/s)")
-        ax.step(s["t"], s["served_per_s"], where="post", label="served (calls back/s)")
+    """Per policy, two panels around the largest spike: the load (offered, served and retries, calls/s on an axis
+    linear to 10 and logarithmic above, so the pre-spike rate and a peak of thousands both show) and the calls
+    waiting (backlog and orbit); every series within its axis (experiments/plots.py ``fit_ylim``). A PNG in
+    ``folder``."""
+    plt = pyplot()
+    fig, axes = plt.subplots(2 * len(figures), 1, figsize=(11, 4.4 * len(figures)), sharex=True, squeeze=False)
+    for i, (name, s) in enumerate(figures.items()):
+        load, waiting = axes[2 * i, 0], axes[2 * i + 1, 0]
+        for ax in (load, waiting):
+            ax.axvspan(out["spike_at_s"], out["spike_at_s"] + out["spike_length_s"], color="0.88", lw=0)
+            ax.grid(True, alpha=0.3)
+        load.step(s["t"], s["offered_per_s"], where="post", label="offered (first tries/s)")
+        load.step(s["t"], s["served_per_s"], where="post", label="served (calls back/s)")
         peak = float(np.nanmax(s["retries_per_s"])) if len(s["retries_per_s"]) else 0.0
-        label = f"retries (attempts/s, peak {peak:,.0f})"
-        ax.step(s["t"], s["retries_per_s"], where="post", color="tab:purple", lw=0.8, label=label)
-        ax.axvspan(out["spike_at_s"], out["spike_at_s"] + out["spike_length_s"], color="0.85")
-        ax.set_ylabel("calls/s")
-        ax.set_title(f"clients.retry {name}", fontsize=9)
-        # the spike's offered load and the retries may go off the top (the legend gives the retries' peak)
-        ax.set_ylim(0, 2.0 * max(s["served_per_s"].max(), out["pre_trigger_calls_per_s"]))
-        ax2 = ax.twinx()
-        ax2.step(s["t"], s["backlog"], where="post", color="0.4", linestyle="--", label="backlog (pending inputs)")
-        ax2.step(s["t"], s["orbit"], where="post", color="tab:red", linestyle=":", label="orbit (waiting to retry)")
-        ax2.set_ylabel("calls")
-        lines = ax.get_legend_handles_labels()
-        more = ax2.get_legend_handles_labels()
-        ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="upper right")
-    axes[-1, 0].set_xlabel("time, s")
+        label = f"retries of the calls first tried then\n(attempts/s, peak {peak:,.0f})"
+        load.step(s["t"], s["retries_per_s"], where="post", color="tab:purple", lw=0.8, label=label)
+        load.set_yscale("symlog", linthresh=10)
+        plain_ticks(load)
+        fit_ylim(load)
+        load.set_ylabel("calls/s")
+        load.set_title(f"clients.retry {name}: load", fontsize=9)
+        load.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+        waiting.step(s["t"], s["backlog"], where="post", color="0.4", linestyle="--", label="backlog (pending inputs)")
+        waiting.step(s["t"], s["orbit"], where="post", color="tab:red", label="orbit (waiting to retry)")
+        fit_ylim(waiting)
+        waiting.set_ylabel("calls")
+        waiting.set_title(f"clients.retry {name}: calls waiting", fontsize=9)
+        waiting.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    axes[-1, 0].set_xlabel(f"time, s (the spike shaded; bins of {figures_bin(figures):.3g} s)")
     fig.tight_layout()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "recovery.png"
-    files.write_figure(fig, path, dpi=100)
-    plt.close(fig)
+    try:
+        files.write_figure(fig, path, dpi=100)
+    finally:
+        plt.close(fig)
     return path
 
 
+def figures_bin(figures: dict[str, dict]) -> float:
+    """The figure's bin width (every policy's series has the same bins)."""
+    t = next(iter(figures.values()))["t"]
+    return float(t[1] - t[0]) if len(t) > 1 else math.nan
+
+
 def page(out: dict, png: Path, folder: Path) -> Path:
-    """The recovery question's report page (``recovery.html`` in ``folder``): the answer in words, its table and the
-    figure, one file."""
-    lines = words(out)
-    table = [line for line in lines if line.startswith(("policy ", *(f"{p} " for p in out["policies"])))]
-    rest = [line for line in lines if line not in table]
+    """The recovery question's report page (``recovery.html`` in ``folder``): the answer in words, its table (an
+    HTML table) and the figure, one file."""
+    rows = [
+        [name, f"×{r['spike']:g}", r["recovered"], recovery_text(r), f"{r['work_lost_s']:,.0f}", attempts_text(r)]
+        for name, p in out["policies"].items()
+        for r in p["rows"]
+    ]
+    table = html_table(["policy", "spike", "recovered", "recovery_s", "work_lost_s", "attempts/ok"], rows)
+    edges = [edge_text(name, p) for name, p in out["policies"].items()]
     image = base64.b64encode(png.read_bytes()).decode()
     body = (
-        f"<h1>What-if: recovery after a spike</h1><p>{html.escape(rest[0])}</p>"
-        f"<pre>{html.escape(chr(10).join(table))}</pre>"
-        + "".join(f"<p>{html.escape(line)}</p>" for line in rest[1:] if line.strip())
+        f"<h1>What-if: recovery after a spike</h1><p>{html.escape(words(out)[0])}</p>{table}"
+        + "".join(f"<p>{html.escape(line)}</p>" for line in edges)
         + "<h2>Offered and served load, retries, backlog and orbit around the largest spike</h2>"
         f"<img alt='recovery around the largest spike' src='data:image/png;base64,{image}'>"
     )

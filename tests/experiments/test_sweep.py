@@ -20,6 +20,7 @@ from experiments import plots, report, results, spec, sweep
 from models.registry import MODELS
 from sim.cli import human
 from sim.scenario import ScenarioError
+from tests.support import assert_axes_hold_their_data, in_chromium
 
 SMALL = ["--set", "duration_s=10", "--factor", "clients.count=1,2", "--seeds", "2", "--no-report"]
 
@@ -177,6 +178,15 @@ def test_quick_sweep_report_embeds_every_figure_and_each_png_has_data(tmp_path):
     tables = "".join(re.findall(r"<table.*?</table>", page, re.S))
     assert page.count('<div class="wide">') >= 2 and not re.search(r"\de[+-]\d", tables)  # they scroll; no e-notation
     assert report.main([str(tmp_path / "missing.parquet")]) == 2  # (a redraw: tests/models/test_coldstart.py)
+    # what the numbers rest on: 16 clients are more than the calibration's 8, flagged; no ranges without --uncertainty
+    dom = in_chromium(out / "report.html", tmp_path)
+    assert "What the numbers rest on" in dom and "Extrapolated" in dom and "clients.count 16 &gt; 8" in dom
+    assert "No ranges: sweep with --uncertainty" in dom and "<pre>" not in dom.split("<details>")[0]
+    assert "<th>package</th>" in dom  # the versions: a table
+    summary = pd.read_csv(out / "summary.csv")
+    summary["unstable"] = summary["unstable"].fillna("")
+    for spec_ in MODELS["function"].figures:  # every figure holds its data: nothing clipped
+        assert_axes_hold_their_data(plots.draw(summary, "clients.count", spec_))
 
 
 def test_read_results_rejects_a_table_that_is_not_one(tmp_path):

@@ -4,13 +4,16 @@ that the user's own keys win."""
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
 
 from experiments import run, uncertainty
 from models.inputs import plausible as loadtest_ranges
+from sim.cli import human
 from sim.scenario import ScenarioError
+from tests.support import in_chromium
 
 
 def models_file(tmp_path, kept: list[str], models: list[list[str]]):
@@ -136,7 +139,11 @@ def test_a_sweep_with_uncertainty_runs_each_point_under_the_envelope_and_reports
         kept = rows[(rows["point"] == s["point"])]["calls_per_s"]
         assert s["calls_per_s_low"] == mine.min() and s["calls_per_s_high"] == mine.max()
         assert s["calls_per_s_mean"] == pytest.approx(kept.mean(), rel=1e-12)
-    assert "plausible models" in (out / "report.html").read_text()
+    # the report shows each figure's range beside its mean, as the browser draws it
+    dom = in_chromium(out / "report.html", tmp_path)
+    assert "plausible models" in dom and "calls_per_s range</th>" in dom and "What the numbers rest on" in dom
+    low, high = summary["calls_per_s_low"].iloc[0], summary["calls_per_s_high"].iloc[0]
+    assert f"{human(low)} .. {human(high)}" in dom
     # a sweep without it has neither column: its results are what they were
     plain = tmp_path / "plain"
     assert sweep.main([*argv, "--seeds", "1", "--out", str(plain), "--jobs", "1", "--no-report"]) == 0
@@ -156,6 +163,20 @@ def test_a_whatif_with_uncertainty_says_whether_the_answer_holds_under_every_mod
     assert u["models"] == 6 and back["low"] < back["high"]  # a slower start rate drains later
     assert back["central"] == pytest.approx(out["chosen"]["metrics"]["first_n_back_s"]["mean"], rel=1e-12)
     assert u["ranges"]["calls_per_s"]["high"] == pytest.approx(300 / back["low"])
+
+
+@pytest.mark.slow
+def test_a_whatif_page_with_uncertainty_shows_each_figures_range_beside_it(tmp_path):
+    from experiments import whatif
+
+    rates = [["limits.start_rate=363"], ["limits.start_rate=150"], ["limits.start_rate=600"]]
+    params = models_file(tmp_path, rates[0], rates)
+    argv = ["drain", "--calls", "300", "--seeds", "1", "--jobs", "1", "--params", str(params), "--uncertainty"]
+    assert whatif.main([*argv, "--out", str(tmp_path / "page")]) == 0
+    dom = in_chromium(tmp_path / "page" / "whatif.html", tmp_path)
+    assert "Under 6 plausible models" in dom and "range (low .. high)</th>" in dom
+    assert re.search(r"first_n_back_s [\d.]+ \.\. [\d.]+", dom)  # beside the chosen option's figures
+    assert "within the calibrated range" in dom  # 300 calls from one caller: inside the envelope
 
 
 def test_a_capacity_answer_that_fails_under_a_plausible_model_says_so(tmp_path, capsys):

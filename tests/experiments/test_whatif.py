@@ -11,6 +11,7 @@ import pytest
 from experiments import api
 from experiments import whatif as cmd
 from experiments.whatif import search
+from tests.support import in_chromium
 
 
 def ask(capsys, *argv: str) -> dict:
@@ -60,6 +61,7 @@ def test_autoscaler_answers_the_cheapest_settings_and_every_cheaper_one_fails(ca
     assert all(r["container_seconds"] >= chosen["container_seconds"] for r in out["runners_up"])
     page = (tmp_path / "whatif.html").read_text()
     assert "data:image/png;base64," in page and "frontier" in page and (tmp_path / "frontier.png").stat().st_size > 0
+    assert "What the numbers rest on" in page and "<th class=text>extrapolated</th>" in page
 
 
 def test_drain_says_how_long_and_what_binds(capsys):
@@ -111,3 +113,15 @@ def test_a_search_that_reaches_a_value_past_the_run_budget_keeps_what_it_found()
     first = Sim()
     with pytest.raises(OverBudget):  # the first value already past it: nothing searched, the error stands
         search.smallest(first, "k", never, {}, lo=8)
+
+
+@pytest.mark.slow
+def test_a_capacity_page_says_what_its_numbers_rest_on_in_html_tables_and_renders_in_chromium(tmp_path):
+    # nine app copies: more than the calibration's eight (its envelope), so the answer is flagged as extrapolated
+    sets = ["duration_s=20", "warmup_s=5", "work=constant(0.1)", "function.copies=9"]
+    argv = ["capacity", "--rate", "20", "--p99", "1", "--knob", "containers", "--seeds", "1", "--jobs", "1"]
+    assert cmd.main([*argv, *(x for s in sets for x in ("--set", s)), "--out", str(tmp_path)]) == 0
+    dom = in_chromium(tmp_path / "whatif.html", tmp_path)
+    assert "What the numbers rest on" in dom and "Extrapolated" in dom and "function.copies 9 &gt; 8" in dom
+    assert "No ranges: run with --uncertainty" in dom  # (the ranges: tests/experiments/test_uncertainty.py)
+    assert "<table>" in dom and "<th>calls/s</th>" in dom and "<pre>" not in dom and "| chosen |" not in dom

@@ -146,7 +146,7 @@ def test_a_coldstart_sweep_and_its_report(tmp_path):
     assert len(t) == 4 and (t["error"] == "").all()  # lazy and snapshot × two pages-file sizes
     assert {p.stem for p in out.glob("*.png")} == {"coldstart", "snapshots", "timeseries"}
     page = (out / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 3 and "cold_start_mean_s_mean" in page
+    assert page.count("data:image/png;base64,") == 3 and "<th>cold_start_mean_s</th>" in page
     # the report redraws from the results table alone
     (out / "report.html").unlink()
     assert report.main([str(out / "results.parquet")]) == 0

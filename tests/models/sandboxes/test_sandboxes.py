@@ -330,7 +330,7 @@ def test_compare_and_a_sandbox_sweep_end_to_end(tmp_path):
     assert (t["error"] == "").all() and "utilization.schedulers" in t and "bottleneck" in t
     assert {p.stem for p in out.glob("*.png")} == {"rate", "tti", "rejections", "utilization", "binding", "timeseries"}
     page = (out / "report.html").read_text()
-    assert "data:image/png;base64," in page and "creation_rate_per_s_mean" in page  # the numbers of this model
+    assert "data:image/png;base64," in page and "<th>creation_rate_per_s</th>" in page  # the numbers of this model
 
 
 def test_v2_timing_meets_the_blog_from_its_fitted_leg():
