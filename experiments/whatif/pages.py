@@ -5,6 +5,7 @@ autoscaler and drain questions') in plain words, a table of the options, and a p
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 from sim import files
@@ -133,12 +134,13 @@ def ranges_html(u: dict | None) -> str:
     )
 
 
-def html_table(head: list[str], rows: list[list[str]]) -> str:
-    """An HTML table of text cells (escaped): a column of numbers right-aligned, one holding any text left-aligned,
-    its heading too."""
+def html_table(head: list[str], rows: list[list[str]], markup: bool = False) -> str:
+    """An HTML table of text cells (escaped; with ``markup``, cells that are HTML already): a column of numbers
+    right-aligned, one holding any text left-aligned, its heading too."""
 
-    def numeric(text: str) -> bool:
-        return text[:1].isdigit() or text[:1] in "×—-." or text == ""
+    def numeric(cell: str) -> bool:
+        text = re.sub(r"<[^>]*>", "", cell) if markup else cell
+        return text[:1].isdigit() or text[:1] in "×—-.$" or text == ""
 
     text = [any(not numeric(r[i]) for r in rows) for i in range(len(head))]
 
@@ -146,7 +148,8 @@ def html_table(head: list[str], rows: list[list[str]]) -> str:
         return (
             "<tr>"
             + "".join(
-                f"<{tag}{' class=text' if t else ''}>{html.escape(c)}</{tag}>" for c, t in zip(cells, text, strict=True)
+                f"<{tag}{' class=text' if t else ''}>{c if markup and tag == 'td' else html.escape(c)}</{tag}>"
+                for c, t in zip(cells, text, strict=True)
             )
             + "</tr>"
         )

@@ -345,7 +345,7 @@ class Plan(Search):
             u = robustness(sim, {"chosen": {"config": best["config"]}}, None, args.jobs)
             for k, r in u["ranges"].items():  # (the answer's row of the table too)
                 best["figures"][k] = {"mean": r["central"], "low": r["low"], "high": r["high"]}
-            best["uncertainty"] = {k: v for k, v in u.items() if k != "ranges"}
+            best["uncertainty"] = u
         out.update(demand=demand_label(rate, shape, window, args.trace), window=window, sized_rate=sized)
         return out, every
 

@@ -11,8 +11,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from experiments.plots import LIMIT_COLOURS, WAY_COLOURS, pyplot
-from experiments.whatif.pages import STYLE
+from experiments.plots import LIMIT_COLOURS, WAY_COLOURS, fit_ylim, pyplot
+from experiments.whatif.pages import STYLE, flags_html, html_table, ranges_html
 from models.inputs.approaches import PLAN_WAYS
 from sim import files
 
@@ -72,6 +72,7 @@ def frontier(out: dict, every: list[Any], path: Path) -> str:
     ax.set_ylabel("added latency p99, s (mean over seeds)")
     ax.xaxis.set_major_formatter(FuncFormatter(_money))
     ax.set_yscale("log")
+    fit_ylim(ax, floor=None)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
     ax.grid(True, alpha=0.3)
@@ -138,8 +139,8 @@ def _table(out: dict) -> str:
             ]
         )
     for way, why in out.get("skipped", {}).items():
-        rows.append([html.escape(way), "—", f'<span class="no">skipped: {html.escape(why)}</span>', *[""] * 8])
-    return _html_table(head, rows, (0, 1, 2))
+        rows.append([html.escape(way), "—", f'<span class="no">skipped: {html.escape(why)}</span>', *["—"] * 8])
+    return html_table(list(head), rows, markup=True)
 
 
 def _range(f: dict | None, fmt: str = "{:,.3g}") -> str:
@@ -293,13 +294,7 @@ def page(out: dict, every: list[Any], path: Path) -> Path:
     per_limit = next((f"<p>{html.escape(x)}</p>" for x in lines if x.startswith("Headroom per limit")), "")
     demand = "".join(f"<p>{html.escape(x)}</p>" for x in onset_words(out.get("onset"), out.get("sized_rate")))
     demand += "".join(f"<p>{html.escape(x)}</p>" for x in month_words(out.get("month")))
-    flags = (
-        '<p class="no"><strong>Outside the calibration (extrapolated):</strong> '
-        + html.escape("; ".join(a["extrapolated"]))
-        + "</p>"
-        if a and a["extrapolated"]
-        else '<p class="muted">Within the calibration: no figure extrapolated.</p>'
-    )
+    flags = flags_html(a["extrapolated"], "the answer") + ranges_html(a.get("uncertainty")) if a else ""
     head = f'<meta charset="utf-8"><title>Capacity plan</title><style>{STYLE}</style>'
     body = f"""<!doctype html><html><head>{head}</head><body><h1>Capacity plan</h1><p>{html.escape(lines[0])}</p>{box}
 {per_limit}{flags}{f"<h2>The demand: its onset and its month</h2>{demand}{_levels(out.get('month'))}" if demand else ""}
@@ -312,16 +307,6 @@ def page(out: dict, every: list[Any], path: Path) -> Path:
     target = path / "plan.html"
     files.write_text(target, body)
     return target
-
-
-def _html_table(head: tuple[str, ...], rows: list[list[str]], text: tuple[int, ...] = ()) -> str:
-    """An HTML table of already escaped cells; the columns ``text`` left-aligned."""
-    th = "".join(f"<th>{h}</th>" for h in head)
-    body = "".join(
-        "<tr>" + "".join(f'<td class="{"text" if i in text else ""}">{c}</td>' for i, c in enumerate(r)) + "</tr>"
-        for r in rows
-    )
-    return f"<table><tr>{th}</tr>{body}</table>"
 
 
 def _combinations(out: dict) -> str:
@@ -338,18 +323,18 @@ def _combinations(out: dict) -> str:
                 html.escape(c["loses"]),
             ]
         )
-    return _html_table(("way", "configuration", "$/hour", "p99 added, s", "why not the answer"), rows, (0, 1, 4))
+    return html_table(["way", "configuration", "$/hour", "p99 added, s", "why not the answer"], rows, markup=True)
 
 
 def _levels(m: dict | None) -> str:
     if not m:
         return ""
-    rows = [[f"{x['rate']:,.4g}", f"${x['cost_per_hour']:,.2f}", html.escape(x["simulated"])] for x in m["levels"]]
-    return _html_table(("calls/s", "$/hour at steady state", "from"), rows, (2,))
+    rows = [[f"{x['rate']:,.4g}", f"${x['cost_per_hour']:,.2f}", x["simulated"]] for x in m["levels"]]
+    return html_table(["calls/s", "$/hour at steady state", "from"], rows)
 
 
 def _described(out: dict) -> str:
     """Every key of the user's scenario that differs from the model's default, and what the plan set."""
-    rows = [[html.escape(k), html.escape(str(v))] for k, v in out.get("described", {}).items()]
+    rows = [[k, str(v)] for k, v in out.get("described", {}).items()]
     said = f"scenario {html.escape(str(out['scenario']))}; settings {html.escape(', '.join(out['sets']))}"
-    return _html_table(("key", "value (differs from the default)"), rows, (0, 1)) + f'<p class="muted">{said}</p>'
+    return html_table(["key", "value (differs from the default)"], rows) + f'<p class="muted">{said}</p>'
