@@ -11,6 +11,7 @@ from experiments.whatif import peak
 from models.inputs.callers.demand import parse_shape
 from models.inputs.platform.billing import HOURS_PER_MONTH
 from models.runs import load_scenario, run_scenario
+from tests.support import in_chromium
 
 # 10 calls/s for 10 minutes, then 200/s: containers that take 8 s to start cannot follow the step in time
 SETS = {
@@ -25,8 +26,11 @@ ASK = {"rate": 200, "shape": "steps(600, 0.05, 1)", "p99": 2, "seeds": 2, "jobs"
 
 
 @pytest.fixture(scope="module")
-def stepped():
-    return api.whatif("plan", set=SETS, **ASK)
+def stepped(tmp_path_factory):
+    out = tmp_path_factory.mktemp("stepped")
+    plan = api.whatif("plan", set=SETS, out=str(out), **ASK)
+    plan["page"] = out / "plan.html"
+    return plan
 
 
 @pytest.mark.slow
@@ -72,3 +76,15 @@ def test_a_steady_demand_has_no_onset_and_no_month():
     counts = np.array([60, 60, 600, 600, 60, 60, 900])
     point = peak.onset_point(None, counts)  # a trace: the largest minute-to-minute rise, and how many rises like it
     assert point == {"at_s": 360.0, "before": 1.0, "rises": 2, "period_h": 7 / 60}
+
+
+@pytest.mark.slow
+def test_the_plan_page_shows_the_onset_the_pre_warm_the_month_and_what_it_rests_on(stepped, tmp_path):
+    dom = in_chromium(stepped["page"], tmp_path)
+    for said in ("Onset: the steepest rise", "Pre-warm: min_containers", "Per month over the demand", "24×7"):
+        assert said in dom, said
+    assert "Every combination simulated" in dom and "the answer: the cheapest that meets" in dom
+    assert "Extrapolated" in dom or "within the calibrated range" in dom  # the flags, either way
+    # the Function as described: every key that differs from the default, the plan's own settings among them
+    assert "autoscaler.cold_start" in dom and "constant(8)" in dom and "function.max_inputs" in dom
+    assert dom.count("<table") >= 4  # the levels, the ways, the combinations, the Function
