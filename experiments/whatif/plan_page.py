@@ -270,6 +270,11 @@ def onset_words(o: dict | None, sized: float | None) -> list[str]:
     return lines
 
 
+def _signed(usd: float) -> str:
+    """Money a month that may be a saving: $42, or saves $42."""
+    return f"${usd:,.0f}" if usd >= 0 else f"saves ${-usd:,.0f}"
+
+
 def month_words(m: dict | None) -> list[str]:
     """Money over the demand: serving, pre-warm, and the 24×7 upper bound."""
     if not m:
@@ -277,7 +282,7 @@ def month_words(m: dict | None) -> list[str]:
     levels = ", ".join(f"${x['cost_per_hour']:,.2f}/h at {x['rate']:,.4g} calls/s" for x in m["levels"])
     line = (
         f"Per month over the demand: ${m['cost_per_month']:,.0f} (serving ${m['serving_per_month']:,.0f}, from "
-        f"{levels}, linear in between; pre-warm ${m['prewarm_per_month']:,.0f} for {m['onsets_per_month']:,.1f} "
+        f"{levels}, linear in between; pre-warm {_signed(m['prewarm_per_month'])} for {m['onsets_per_month']:,.1f} "
         f"onsets). Upper bound, the peak 24×7: ${m['peak_24x7_per_month']:,.0f}/month."
     )
     if "standing_min_per_month" in m:
