@@ -79,23 +79,24 @@ def onset(sim: Simulator, answer: dict, point: dict, p99: float, lead_s: float, 
     full = max(1, math.ceil((answer["figures"].get("containers_mean", {}).get("mean") or 1.0) / copies))
     tries: list[dict] = []
 
-    def run(n: int) -> Evaluation:
-        e = sim.evaluate({**base, "autoscaler.min_containers": n} if n else base)
-        check(e)
-        tries.append(_try(n, e))
-        return e
+    def run(*ns: int) -> list[Evaluation]:
+        evaluations = sim.evaluate_all([{**base, "autoscaler.min_containers": n} if n else base for n in ns])
+        for n, e in zip(ns, evaluations, strict=True):
+            check(e)
+            tries.append(_try(n, e))
+        return evaluations
 
-    without = run(0)
+    without, e = run(0, full)  # side by side: the pre-warm's first size is simulated whether needed or not
     out = {**point, "lead_s": base["warmup_s"], "window_s": window_s, "tries": tries, "prewarm": None}
     out["meets"] = without.meets
     if without.meets:
         return out
-    best, e = None, run(full)
+    best = None
     if e.meets:
         best, lo, hi = (full, e), 0, full  # the least that meets lies in (lo, hi]
         while len(tries) < 1 + PREWARM_TRIES and hi - lo > 1:
             mid = (lo + hi) // 2
-            e = run(mid)
+            (e,) = run(mid)
             if e.meets:
                 best, hi = (mid, e), mid
             else:

@@ -192,8 +192,8 @@ def plan(
     arrivals) is skipped, and said why; if none builds, the first way's reason is the error. The ways are searched
     side by side, each round's configurations simulated together: a way that calls the Function from the fewest app
     copies its accept and start limits admit with headroom, × GROWTH while it fails, and one more copy once it meets
-    (the cheaper wins). A failing way stops once its try costs more per hour than one that meets (more copies hold
-    more containers, not fewer)."""
+    (the cheaper wins). A failing way stops once its try costs more per hour than one that meets, or once its next
+    try would at its cost per copy so far (a failing way's pools grow with its copies), and says so."""
     tried: dict[str, list[Option]] = {}
     skipped: dict[str, str] = {}  # the ways that cannot take this load, and why
     pending: dict[str, int] = {}  # each way's next app copies to simulate
@@ -225,7 +225,15 @@ def plan(
             elif o.mean("cost_per_hour") > cheapest:  # more copies of it would cost more still
                 o.why += f"; stopped: it already costs more than ${cheapest:,.2f}/h, a way that meets"
             elif len(options) < TRIES and _more_copies_help(o):
-                after[way] = min(MAX_COPIES, max(n + 1, math.ceil(n * GROWTH)))
+                bigger = min(MAX_COPIES, max(n + 1, math.ceil(n * GROWTH)))
+                guess = o.mean("cost_per_hour") / n * bigger  # a failing way's pools grow with its copies
+                if guess > cheapest:
+                    o.why += (
+                        f"; stopped: {bigger} copies at its ${o.mean('cost_per_hour') / n:,.2f}/h per copy would cost "
+                        f"about ${guess:,.2f}/h, more than ${cheapest:,.2f}/h, a way that meets"
+                    )
+                else:
+                    after[way] = bigger
         pending = after
     if not tried:
         raise ScenarioError(next(iter(skipped.values())))
