@@ -141,14 +141,15 @@ def main(argv: list[str] | None = None) -> int:
                 )
             finally:
                 progress.close()
-        out = {**metrics, "seed": args.seed, "scenario": to_dict(sc)}
+        model = MODELS[sc.model]
+        caveats = model.caveats(sc, metrics) if model.caveats else []
+        out = {**metrics, "seed": args.seed, "scenario": to_dict(sc), **({"caveats": caveats} if caveats else {})}
         warn_extrapolated(metrics["extrapolated"])
         if ranges is not None:
             out["uncertainty"] = ranges
         if args.json:
             print(json.dumps(_finite(out), allow_nan=False))
         else:
-            model = MODELS[sc.model]
             declared = model.metrics(sc)
             print(f"{sc.name or args.scenario} ({model.label(sc)}, seed {args.seed})")
             for k in [*model.headline, "wall_s"]:
@@ -156,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
                 v = metrics.get(k)
                 print(f"  {k:22s} {'none' if v is None else human(v, unit)}")  # JSON's null
             print(f"  {'shortcuts_used':22s} {', '.join(metrics['shortcuts_used']) or 'none'}")
+            for line in caveats:
+                print(f"note: {line}")
             if args.uncertainty:
                 u = out["uncertainty"]
                 print(

@@ -121,6 +121,9 @@ class Model:
     # why a run of the scenario could measure nothing (None: it can), naming the key to change: the commands refuse it
     # before it starts (models/runs.py ``run_scenario``, exit 2); the model's run function still simulates it
     unmeasurable: Callable[[Any], str | None] | None = None
+    # what a run's answer rests on that its numbers do not show (an assumed input that set its pace), one line each,
+    # from the scenario and the run's metrics: printed under the answer (experiments.run, the API)
+    caveats: Callable[[Any, dict], list[str]] | None = None
 
 
 def records_frame(columns: dict, index: str) -> pd.DataFrame:
