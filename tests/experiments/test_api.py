@@ -107,4 +107,3 @@ def test_progress_bars_show_on_a_terminal_and_where_the_api_sends_them():
     bar.update(3)
     bar.close()
     assert captured.getvalue() == ""
-

@@ -58,7 +58,8 @@ def test_time_to_interactive_from_the_burst_start_counts_the_wait_behind_the_cli
     # a Kubernetes burst longer than the client's creates outstanding: each sandbox's first attempt waits for a free
     # slot, so tti (from that attempt) is nearly the same for every sandbox, while from the burst's start the last
     # ones wait the whole burst (the preset's 100,000 pods read tti p50 ~ p99 ~ 51 s)
-    m = sandboxes("sandboxes-k8s", "sandboxes.count=8000", "fleet.workers=5000", "client.concurrency=1000", records=True)
+    queued = ("sandboxes.count=8000", "fleet.workers=5000", "client.concurrency=1000")
+    m = sandboxes("sandboxes-k8s", *queued, records=True)
     r = m.pop("records")
     since_burst = (r["running"] - r["requested"].min()).to_numpy()
     for q in (50, 90, 99):
