@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from scipy import optimize
 
 # docs/sources.md §3, "Results": the container-start figures the coldstart presets are fitted to. Lazy starts are
 # compared by their mean ("a typical cold start"), restores by their median (the blog's p50).
@@ -52,6 +51,8 @@ def coldstart_residuals(figs: dict) -> np.ndarray:
 
 def fit_coldstart(seeds: list[int], path: Path) -> str:
     """Least squares on the relative errors; writes the platform parameters the three presets share."""
+    from scipy import optimize  # (here, not at the top: the commands' --help need not load it)
+
     x0 = np.log([50e-6, 0.006, 0.4, 0.4])
     bounds = (np.log([5e-6, 0.0005, 0.02, 0.02]), np.log([500e-6, 0.1, 2.0, 1.5]))
 

@@ -23,9 +23,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from experiments.rows import row_keys
 from experiments.spec import Point
@@ -34,6 +32,9 @@ from models.runs import build_scenario
 from sim import files
 from sim.cli import one_line
 from sim.scenario import ScenarioError, flatten, to_dict
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 KEYS = ["point", "variant", "seed"]
 LOCK_FILE = ".sweep.lock"  # in --out: locked (flock) by the one sweep that writes there
@@ -400,6 +401,8 @@ def lock(out: Path) -> Iterator[None]:
 
 def _float(v: Any) -> float:
     """A text or number cell as a float (empty as NaN); ValueError for anything else (a name, a flag)."""
+    import pandas as pd  # (here and below, not at the top: a sweep's --help need not load pandas)
+
     if isinstance(v, str) or (isinstance(v, (int, float)) and not isinstance(v, bool)):
         return float(v)
     if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
@@ -427,6 +430,8 @@ def _numeric_columns(model: str, table_columns: Iterable[str]) -> list[str]:
 def _check_table(path: Path, table: pd.DataFrame) -> pd.DataFrame:
     """The table with its keys whole numbers, its variant a text, its number columns numbers: bad input naming the
     file, the column and the row otherwise."""
+    import pandas as pd
+
     for key in ("point", "seed"):
         col = table[key]
         if pd.api.types.is_integer_dtype(col):
@@ -473,6 +478,8 @@ def model_name(table: pd.DataFrame) -> str:
 def read_results(path: Path) -> pd.DataFrame:
     """The results table (CSV or Parquet), sorted by point and seed: every column once, point and seed whole
     numbers, the model's number columns numbers (bad input naming the file and the column otherwise)."""
+    import pandas as pd
+
     path = Path(path)
     raw = files.read_bytes(path, "a results table", files.TABLE_CAP)  # regular, within its cap
     data = io.BytesIO(raw)

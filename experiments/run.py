@@ -19,10 +19,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from experiments import uncertainty
 from models.presets import PRESETS
-from models.registry import MODELS
-from models.runs import load_scenario, run_scenario, warn_extrapolated
 from sim.cli import ArgParser, RunProgress, add_set_option, cap_jobs, human, main_guard
 from sim.scenario import to_dict
 
@@ -119,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         parser().error(f"--uncertainty-seeds: must be 1 .. 100, got {args.uncertainty_seeds}")
 
     def go() -> int:
+        from experiments import uncertainty  # the models, here: --help and --list load none of them
+        from models.registry import MODELS
+        from models.runs import load_scenario, run_scenario, warn_extrapolated
+
         sc = load_scenario(args.scenario, args.sets, args.params)
         if args.metrics:
             print(MODELS[sc.model].metrics(sc).table())

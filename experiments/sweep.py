@@ -21,10 +21,9 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from experiments import executors, report
+from experiments import executors
 from experiments.results import Appender, WriteFailed, lock, plan, read_results, resume, write_whole
 from experiments.rows import run_point
 from experiments.spec import DEFAULT, Spec, check_size, load_spec
@@ -33,6 +32,9 @@ from sim.cli import ArgParser, add_set_option, cap_jobs, main_guard, one_line, o
 from sim.files import check_out
 from sim.pools import WORKER_DIED
 from sim.scenario import ScenarioError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # the files a sweep and its report write under --out: each a regular file or absent, checked up front
 SWEEP_FILES = ("results.csv", "spec.json", "sweep.json", "results.parquet", "summary.csv", "report.html", "*.png")
@@ -187,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
         if not args.no_report:
+            from experiments import report  # (here: pandas and matplotlib, which --help need not load)
+
             page = report.make_report(
                 table,
                 out,
