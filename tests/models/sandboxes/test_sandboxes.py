@@ -6,6 +6,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -14,6 +15,7 @@ from calibration.sandboxes import SANDBOXES_OUT, SCHEDULE_BAND_S, TTI_P50_BOUND_
 from experiments import run as run_cmd
 from models.runs import run_scenario
 from models.sandboxes.client import Creation
+from models.sandboxes.creation import findings
 from models.sandboxes.fleet import Fleet, Locks, Servers
 from models.sandboxes.placement import supermarket, theory_time_in_system
 from models.sandboxes.planes.kubernetes import RateLimit
@@ -82,6 +84,21 @@ def test_an_answer_bound_by_the_client_says_its_rate_is_an_assumption(capsys):
     assert json.loads(capsys.readouterr().out)["caveats"] == [note.removeprefix("note: ")]
     assert run_cmd.main(["sandboxes-v1", "--set", "sandboxes.count=2000", "--json"]) == 0  # bound by postgres
     assert "caveats" not in json.loads(capsys.readouterr().out)
+
+
+def test_a_sweep_report_bound_by_the_client_says_its_rate_is_an_assumption():
+    def summary(binding: str) -> pd.DataFrame:
+        rates = {
+            "variant": ["v2", "v2"],
+            "creation_rate_per_s_mean": [900.0, 1000.0],
+            "binding_limit": ["none", binding],
+        }
+        return pd.DataFrame({**rates, "fleet.workers": [10, 20]})
+
+    _, intro, rows = findings(summary("client"), "fleet.workers")
+    assert rows[0]["bottleneck there"] == "client" and "`client.rate`, an assumption" in intro
+    _, intro, _ = findings(summary("schedulers"), "fleet.workers")
+    assert "client.rate" not in intro
 
 
 def test_v1_saturates_at_postgres_at_its_transaction_capacity():
