@@ -78,7 +78,7 @@ def run(
     finally:
         progress.close()
     warn_extrapolated(metrics["extrapolated"])
-    caveats = MODELS[sc.model].caveats(sc, metrics) if MODELS[sc.model].caveats else []
+    caveats = MODELS[sc.model].caveats(sc, metrics)
     if caveats:
         metrics["caveats"] = caveats
     if series:

@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 progress.close()
         model = MODELS[sc.model]
-        caveats = model.caveats(sc, metrics) if model.caveats else []
+        caveats = model.caveats(sc, metrics)
         out = {**metrics, "seed": args.seed, "scenario": to_dict(sc), **({"caveats": caveats} if caveats else {})}
         warn_extrapolated(metrics["extrapolated"])
         if ranges is not None:

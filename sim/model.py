@@ -123,7 +123,7 @@ class Model:
     unmeasurable: Callable[[Any], str | None] | None = None
     # what a run's answer rests on that its numbers do not show (an assumed input that set its pace), one line each,
     # from the scenario and the run's metrics: printed under the answer (experiments.run, the API)
-    caveats: Callable[[Any, dict], list[str]] | None = None
+    caveats: Callable[[Any, dict], list[str]] = lambda sc, metrics: []
 
 
 def records_frame(columns: dict, index: str) -> pd.DataFrame:
