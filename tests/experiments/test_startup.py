@@ -1,7 +1,7 @@
 """What importing the packages and asking a command for its ``--help`` load: none of the heavy libraries (pandas,
-scipy, matplotlib, dask), which the work that needs them imports where it is done; the notebook API and
-``experiments.run --help`` not even the models. The import graph, not the time: the time is the bench's
-(experiments/bench.py ``startup``)."""
+scipy, matplotlib, dask), which the work that needs them imports where it is done; the notebook API and the
+``--help`` of the commands that serve every model (run, sweep, compare) not even the models. The import graph, not
+the time: the time is the bench's (experiments/bench.py ``startup``)."""
 
 from __future__ import annotations
 
@@ -57,8 +57,9 @@ def test_a_commands_help_loads_nothing_heavy(argv):
     assert not got & HEAVY, sorted(got & HEAVY)
 
 
-def test_run_help_loads_no_model():
-    assert not loaded("experiments.run", "--help") & MODELS
+@pytest.mark.parametrize("module", ["experiments.run", "experiments.sweep", "experiments.compare"])
+def test_the_help_of_a_command_of_any_model_loads_no_model(module):
+    assert not loaded(module, "--help") & MODELS
 
 
 def test_the_probe_sees_what_is_imported():

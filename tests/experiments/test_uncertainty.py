@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from experiments import run, uncertainty
+from models.runs import load_scenario, run_scenario
 from sim.scenario import ScenarioError
 
 
@@ -95,7 +96,7 @@ def test_the_users_run_is_one_of_the_runs_and_the_same_run_runs_once(tmp_path):
     # 363 and 150 and the three assumptions (the accept burst's ends, the client's retry), each at seeds 1 and 2;
     # 363 at seed 1 is the user's run, and the burst's least (8,000) is spawn's default: 4 distinct models
     assert doc["models"] == 5 and doc["runs"] == 8
-    alone = run.run_scenario(run.load_scenario("loadtest-spawn", sets, [str(params)]), seed=1)
+    alone = run_scenario(load_scenario("loadtest-spawn", sets, [str(params)]), seed=1)
     assert {k: v for k, v in mine.items() if k != "wall_s"} == {k: v for k, v in alone.items() if k != "wall_s"}
     # at any seed, with keys of the user's own on top of every model's
     _, doc = uncertainty.ranges("loadtest-spawn", [*sets, "limits.start_burst=5"], [str(params)], 2, 1, seed=7)
@@ -188,7 +189,7 @@ def test_the_envelope_takes_the_models_that_bound_each_recorded_figure():
 def test_a_question_takes_the_figures_of_its_nearest_reference_way(tmp_path):
     ways = {"spawn": {"approach": "spawn", "copies": 1}, "copies": {"approach": "remote", "copies": 8}}
     p = uncertainty.Plausible(tmp_path, [], [], [], [], ways)
-    scenario = run.load_scenario
+    scenario = load_scenario
     assert p.nearest(scenario("loadtest-spawn", [], [])) == ["spawn"]
     assert p.nearest(scenario("loadtest-copies", [], [])) == ["copies"]
     assert p.nearest(scenario("loadtest-remote", [], [])) == ["copies"]  # remote on one copy: the same approach
@@ -210,7 +211,7 @@ def test_the_plausible_models_figures_are_recorded_and_bound_the_range(tmp_path,
     }
     spawn = [m["figures"]["spawn"]["calls_per_s"][0] for m in doc["models"]]
     # the same run as the simulator's own, and the start rate moves spawn's calls/s
-    alone = run.run_scenario(run.load_scenario("loadtest-spawn", rates[1], []), seed=0)
+    alone = run_scenario(load_scenario("loadtest-spawn", rates[1], []), seed=0)
     assert spawn[1] == pytest.approx(alone["calls_per_s"], rel=1e-5) and spawn[0] > spawn[1]
     _, u = uncertainty.ranges("loadtest-spawn", [], [str(params)], 1, 1)
     assert u["ranges"]["calls_per_s"]["low"] <= spawn[1] and u["ranges"]["calls_per_s"]["high"] >= spawn[0]
