@@ -166,12 +166,18 @@ def mser5(counts: np.ndarray) -> int:
 
 
 def mser5_settled(counts: np.ndarray, cut: int) -> bool:
-    """Whether MSER-5's ``cut`` (``mser5(counts)``) found a steady part: a series of two batches or more, cut short of
-    the half it may cut at most. A cut at that bound is the statistic still falling where the search stops: the
-    series has not settled within it (Hoad, Robinson and Davies 2010: a truncation point past half the data says
-    the run is too short)."""
-    k = len(counts) // 5
-    return k >= 2 and cut < 5 * (k // 2)
+    """Whether MSER-5's ``cut`` (``mser5(counts)``) leaves a steady part: a series of two batches or more, cut short of
+    the half it may cut at most (a cut at that bound is the statistic still falling where the search stops: Hoad,
+    Robinson and Davies 2010, a truncation point past half the data says the run is too short), and a part after the
+    cut in which MSER-5 finds no such warm-up of its own (a level that shifts late, as a start-up's extra containers
+    held for most of the window and then removed, looks steady to one pass: the second sees the shift)."""
+
+    def short_of_half(series: np.ndarray, d: int) -> bool:
+        k = len(series) // 5
+        return k >= 2 and d < 5 * (k // 2)
+
+    rest = counts[cut:]
+    return short_of_half(counts, cut) and (len(rest) < 10 or short_of_half(rest, mser5(rest)))
 
 
 STEADY_BINS = 1000  # a window's series is binned in at most this many bins of at least 1 s (``window_bins``)
