@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         if outside:
             print(
                 f"warning: extrapolated: {outside} of {len(table)} rows leave the envelope their parameters were "
-                "calibrated on (column extrapolated)",
+                "calibrated on or rest on no steady state (column extrapolated)",
                 file=sys.stderr,
             )
         if not args.no_report:
