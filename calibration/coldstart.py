@@ -9,7 +9,6 @@ import math
 from pathlib import Path
 
 import numpy as np
-from scipy import optimize
 
 # docs/sources.md §3, "Results": the container-start figures the coldstart presets are fitted to. Lazy starts are
 # compared by their mean ("a typical cold start"), restores by their median (the blog's p50).
@@ -57,6 +56,8 @@ def coldstart_residuals(figs: dict) -> np.ndarray:
 
 def fit_coldstart(seeds: list[int], path: Path) -> str:
     """Least squares on the relative errors; writes the platform parameters the three presets share."""
+    from scipy import optimize  # (here, not at the top: the commands' --help need not load it)
+
     x0 = np.log([50e-6, 0.006, 0.4, 0.4])
     bounds = (np.log(COLDSTART_BOUNDS[0]), np.log(COLDSTART_BOUNDS[1]))
 
@@ -90,6 +91,7 @@ def coldstart_bands(values: dict[str, float], seeds: list[int], tolerance: float
     fitted ``values``, the least and the greatest value of the key alone, the others fitted, at which every fitted
     figure is still within ``tolerance`` of the published one (root finding on the worst relative error; the fit's
     search box where it stays within), rounded to 3 significant figures."""
+    from scipy import optimize  # (here, not at the top: the commands' --help need not load it)
 
     def excess(key: str, v: float) -> float:
         return float(np.max(np.abs(coldstart_residuals(coldstart_figures({**values, key: v}, seeds))))) - tolerance

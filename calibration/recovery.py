@@ -21,15 +21,18 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from calibration import fit, sources
 from calibration.candidates import by_name, with_range
 from calibration.design import WAY
 from calibration.search import Fit, Profile
 from calibration.standin.platform import PARAMS, Params
-from calibration.standin.server import StandIn
 from sim.cli import ArgParser, main_guard, out_path
 from sim.files import check_out
+
+if TYPE_CHECKING:
+    from calibration.standin.server import StandIn
 
 PROG = "python -m calibration.recovery"
 CANDIDATE = "overhead"
@@ -106,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     def go() -> int:
+        from calibration.standin.server import StandIn  # (grpc, here: --help need not load it)
+
         truth = Params.load(args.params)
         check_out(args.out, folder=True)
         with StandIn(params=args.params, log=args.out / "standin.log") as standin:

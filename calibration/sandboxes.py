@@ -17,7 +17,6 @@ import math
 from pathlib import Path
 
 import numpy as np
-from scipy import optimize
 
 from calibration.report import write_settings
 from sim.scenario import ScenarioError
@@ -46,6 +45,7 @@ def sandbox_figures(request_s: float, seeds: list[int]) -> dict[str, float]:
 def fit_sandboxes(seeds: list[int], path: Path, want: float | None = None, traces: list[str] = ()) -> str:
     """Root-find ``request_s`` so the schedule p50 is the band's middle (or ``want``: a trace's median schedule
     latency); write it with its residuals."""
+    from scipy import optimize  # (here, not at the top: the commands' --help need not load it)
 
     def gap(x: float, want: float) -> float:
         return sandbox_figures(x, seeds)["schedule_latency_p50_s"] - want

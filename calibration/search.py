@@ -22,7 +22,6 @@ import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize
 
 from calibration.candidates import Candidate, Free
 from calibration.objective import Figures, Objective
@@ -103,6 +102,8 @@ def fit_candidate(
     """Grid (``quick``: the start point only) and ``starts`` (further points to start from: a fold starts from the
     full fit too), Nelder–Mead from the best (at most ``max_evals`` evaluations), rounding, profile (none with
     ``profile_points`` 0)."""
+    from scipy import optimize  # (here, not at the top: the commands' --help need not load it)
+
     start_evals, start_seen = obj.evaluations, len(obj.seen)
     grids = [(f.start,) if quick or not f.grid else f.grid for f in cand.free]
     points = dict.fromkeys([*itertools.product(*grids), *(tuple(s) for s in starts)])

@@ -33,14 +33,16 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from models.inputs.summary import ERROR_KINDS, Window, summarize
 from sim import files
 from sim.scenario import ScenarioError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MANIFEST = "manifest.json"
 UNFINISHED = "unfinished"  # a call that never came back before the run ended (the caller cancelled it)
@@ -130,6 +132,8 @@ def read(path: Path) -> Trace:
     tf = path / TABLES[kind]
     if not tf.exists():
         raise ScenarioError(f"{tf}: missing")
+    import pandas as pd  # (here, not at the top: the commands' --help need not load it)
+
     data = io.BytesIO(files.read_bytes(tf, "a trace's Parquet table", files.TRACE_CAP))
     try:
         table = pd.read_parquet(data)
@@ -142,6 +146,8 @@ def read(path: Path) -> Trace:
 
 def _conform(where: Path, manifest: dict, table: pd.DataFrame) -> pd.DataFrame:
     """The table with the schema's columns and types; a missing or ill-typed column raises naming it."""
+    import pandas as pd
+
     out = {}
     for col, (family, required) in COLUMNS[manifest["kind"]].items():
         if col not in table.columns:

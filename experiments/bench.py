@@ -19,6 +19,9 @@
   wall ∝ calls over 50, 100, 200 and 400 clients (one process).
 - SimFaaS's README example (Poisson 0.9/s, work exponential(1.991 s), 600 s idle expiry, 2×10^5 s) scaled per
   request on a 0.05 s decision grid: wall seconds and events, with the idle decisions skipped and without.
+- Start-up: wall seconds of a fresh interpreter that does nothing, imports ``experiments.api``, or shows a
+  command's ``--help`` (``STARTUP``): what a user waits before anything runs (tests/experiments/test_startup.py checks
+  what they import, not their time).
 Each figure is the best of ``--repeat`` runs (the least disturbed by other load on the machine).
 """
 
@@ -305,6 +308,27 @@ def growth(sizes: list[tuple[int, int]], axis: int) -> dict:
     return {"sizes": xs, "wall_s": [round(w, 3) for w in walls], "exponent": round(k, 2)}
 
 
+# the start-ups the bench times: Python alone, the notebook API's import, the main commands' --help
+STARTUP = (
+    ("-c", "pass"),
+    ("-c", "import experiments.api"),
+    ("-m", "experiments.run", "--help"),
+    ("-m", "experiments.sweep", "--help"),
+    ("-m", "experiments.whatif", "plan", "--help"),
+    ("-m", "calibration.fit", "--help"),
+)
+
+
+def startup(repeat: int) -> dict[str, float]:
+    """Wall seconds of each of ``STARTUP`` in a fresh process (the best of ``repeat``), keyed by its arguments."""
+    out = {}
+    for argv in STARTUP:
+        cmd = [sys.executable, *argv]
+        wall, _ = best_of(repeat, lambda cmd=cmd: subprocess.run(cmd, capture_output=True, check=True, **CHILD))
+        out[" ".join(argv[1:])] = round(wall, 3)
+    return out
+
+
 def best_of(repeat: int, fn):
     best = None
     for _ in range(repeat):
@@ -355,6 +379,7 @@ def bench(quick: bool = False, repeat: int = 3) -> dict:
         ),
     }
     figures["loadtest_10M"] = [loadtest_run(20 if quick else 1000, jobs) for jobs in (1, 2)]
+    figures["startup_s"] = startup(repeat)
     return figures
 
 
@@ -406,6 +431,7 @@ def _bench(args: argparse.Namespace) -> int:
             f"loadtest-copies, {t['calls']:,} calls, --jobs {t['jobs']}: {t['wall_s']:.1f} s, peak "
             f"{t['peak_rss_mib']:.0f} MiB (largest process)"
         )
+    print("start-up, wall s: " + ", ".join(f"{what}: {wall:.2f}" for what, wall in figures["startup_s"].items()))
     return 0
 
 

@@ -9,19 +9,11 @@ from __future__ import annotations
 
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
-from models.registry import MODELS
-from models.runs import load_scenario, run_scenario, warn_extrapolated
 from sim.cli import ArgParser, add_set_option, main_guard, out_path
 from sim.files import check_out
 from sim.scenario import ScenarioError
 
 MAX_TITLE = 300  # a title's characters: a megabyte of text would take gigabytes to lay out
-matplotlib.rcParams["text.parse_math"] = False  # titles and labels are text (a user's $ too), never mathtext
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,10 +26,15 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     def go() -> int:
+        from experiments.plots import pyplot  # (matplotlib and the models, here: --help loads neither)
+        from models.registry import MODELS
+        from models.runs import load_scenario, run_scenario, warn_extrapolated
+
         if len(args.title) > MAX_TITLE or not args.title.isprintable():
             raise ScenarioError(f"--title: printable text of at most {MAX_TITLE} characters, got {len(args.title):,}")
         check_out(args.out)
         scenarios = [(name, load_scenario(name, args.sets, [])) for name in args.scenarios]  # all checked first
+        plt = pyplot()  # off screen, labels as plain text (a user's $ too)
         fig, ax = plt.subplots(figsize=(8, 4.8))
         try:
             for name, sc in scenarios:

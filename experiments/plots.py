@@ -10,13 +10,13 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from models.inputs.approaches import PLAN_WAYS
 from sim.model import Figure, TimeSeries
 
 if TYPE_CHECKING:
     import matplotlib.pyplot as plt
+    import pandas as pd
 
 
 @cache

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from experiments.plots import draw, draw_timeseries, pyplot
 from experiments.results import model_name, read_results
@@ -35,6 +34,7 @@ from sim.scenario import ScenarioError, build, flatten, schema_keys, set_dotted,
 
 if TYPE_CHECKING:
     import matplotlib.pyplot as plt
+    import pandas as pd
 
 PACKAGES = ["scalesim", "simpy", "numpy", "scipy", "pandas", "matplotlib", "modal"]
 
@@ -45,6 +45,8 @@ def summarize(table: pd.DataFrame, scale: str | None, bottleneck: str = "") -> p
     ``--uncertainty`` (columns ``plausible`` and ``kept_point``) is summarized at its kept-model points, each metric
     also with its range (``_low``, ``_high``): least and greatest over the point's seeds and its other plausible
     models' runs (experiments/uncertainty.py)."""
+    import pandas as pd  # (here and below, not at the top: --help need not load it)
+
     ok = table[table["error"] == ""]
     ranged = "kept_point" in ok
     if ranged:
@@ -104,6 +106,8 @@ UNSTABLE = 0.10  # a point's seeds disagree when their calls/s spread over more 
 def _unstable(seeds: pd.DataFrame) -> str:
     """Why a point's seeds cannot be averaged ("" if they can): their calls/s spread over more than UNSTABLE of
     the median (seed to seed, a stable load test moves by a few percent; a collapse or a bimodal point by tens)."""
+    import pandas as pd
+
     numbers = "calls_per_s" in seeds and pd.api.types.is_numeric_dtype(seeds["calls_per_s"])
     x = seeds["calls_per_s"].dropna() if numbers else pd.Series(dtype=float)
     if len(x) < 2 or not x.median() > 0:
@@ -188,6 +192,8 @@ def _rests_on(summary: pd.DataFrame, scale: str) -> str:
 def _people(summary: pd.DataFrame, metrics: tuple[str, ...]) -> pd.DataFrame:
     """Each metric of ``metrics`` as people read it: ``mean ± CI`` and, from a sweep run with --uncertainty, its
     range ``low .. high`` in the next column."""
+    import pandas as pd
+
     out = pd.DataFrame(index=summary.index)
     for m in metrics:
         if f"{m}_mean" not in summary:
@@ -213,6 +219,8 @@ def _ranges_or_not(summary: pd.DataFrame) -> str:
 
 
 def _numeric(column: pd.Series) -> bool:
+    import pandas as pd
+
     return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
 
 
@@ -264,6 +272,8 @@ def make_report(
 ) -> Path:
     """Write the PNGs and report.html under ``out``; return the page's path. Factors other than ``scale`` split the
     series (a line per variant and value). The figures and tables are the ones the table's model declares."""
+    import pandas as pd
+
     plt = pyplot()
     out.mkdir(parents=True, exist_ok=True)
     model: Model = MODELS[model_name(table)]

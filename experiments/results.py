@@ -23,17 +23,16 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from experiments.rows import row_keys
 from experiments.spec import Point
-from models.registry import MODELS
-from models.runs import build_scenario
 from sim import files
 from sim.cli import one_line
 from sim.scenario import ScenarioError, flatten, to_dict
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 KEYS = ["point", "variant", "seed"]
 LOCK_FILE = ".sweep.lock"  # in --out: locked (flock) by the one sweep that writes there
@@ -64,6 +63,9 @@ Described = tuple[dict[str, Any], list[str], list[str], bool]
 def _describe(tree: dict, base: Path | None) -> Described:
     """A point's parameters as its rows hold them (its scenario's, then any raw key the scenario does not hold; the
     raw tree's alone if it does not build), its metric columns, the numeric ones among them, and whether it built."""
+    from models.registry import MODELS  # (the models here and below, not at the top: a sweep's --help loads none)
+    from models.runs import build_scenario
+
     raw = flatten(tree)
     try:
         sc = build_scenario(tree, base)
@@ -400,6 +402,8 @@ def lock(out: Path) -> Iterator[None]:
 
 def _float(v: Any) -> float:
     """A text or number cell as a float (empty as NaN); ValueError for anything else (a name, a flag)."""
+    import pandas as pd  # (here and below, not at the top: a sweep's --help need not load pandas)
+
     if isinstance(v, str) or (isinstance(v, (int, float)) and not isinstance(v, bool)):
         return float(v)
     if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
@@ -418,6 +422,8 @@ def _numbers(column: pd.Series) -> pd.Series | None:
 def _numeric_columns(model: str, table_columns: Iterable[str]) -> list[str]:
     """The table's columns that the model's declared metrics (for its default scenario) say hold numbers: a number
     metric's column, and every column of a counts metric's prefix."""
+    from models.registry import MODELS
+
     declared = MODELS[model].metrics(MODELS[model].schema())
     exact = {c for m in declared if m.kind == "number" for c in m.columns()}
     prefixes = tuple(f"{m.prefix}." for m in declared if m.kind == "counts")
@@ -427,6 +433,10 @@ def _numeric_columns(model: str, table_columns: Iterable[str]) -> list[str]:
 def _check_table(path: Path, table: pd.DataFrame) -> pd.DataFrame:
     """The table with its keys whole numbers, its variant a text, its number columns numbers: bad input naming the
     file, the column and the row otherwise."""
+    import pandas as pd
+
+    from models.registry import MODELS
+
     for key in ("point", "seed"):
         col = table[key]
         if pd.api.types.is_integer_dtype(col):
@@ -463,6 +473,8 @@ def _check_table(path: Path, table: pd.DataFrame) -> pd.DataFrame:
 def model_name(table: pd.DataFrame) -> str:
     """The model whose runs the table holds: its first row's that names one (a row whose scenario did not build
     names none), else ``function``."""
+    from models.registry import MODELS
+
     if "model" in table:
         names = [str(m) for m in table["model"] if isinstance(m, str) and m in MODELS]
         if names:
@@ -473,6 +485,8 @@ def model_name(table: pd.DataFrame) -> str:
 def read_results(path: Path) -> pd.DataFrame:
     """The results table (CSV or Parquet), sorted by point and seed: every column once, point and seed whole
     numbers, the model's number columns numbers (bad input naming the file and the column otherwise)."""
+    import pandas as pd
+
     path = Path(path)
     raw = files.read_bytes(path, "a results table", files.TABLE_CAP)  # regular, within its cap
     data = io.BytesIO(raw)

@@ -11,8 +11,6 @@ import time
 from typing import Any
 
 from experiments.spec import Point
-from models.registry import MODELS
-from models.runs import build_scenario, run_scenario
 from sim.scenario import ScenarioError, flatten, to_dict
 
 
@@ -26,6 +24,9 @@ def row_keys(point: Point, seed: int) -> dict[str, Any]:
 
 def run_point(point: Point, seed: int) -> dict:
     """One row: the point's parameters, the seed, its metrics, wall_s and error (empty if it ran)."""
+    from models.registry import MODELS  # (the models here and below, not at the top: a sweep's --help loads none)
+    from models.runs import build_scenario, run_scenario
+
     row = row_keys(point, seed)
     t0 = time.perf_counter()
     try:
@@ -47,6 +48,8 @@ def run_point(point: Point, seed: int) -> dict:
 def failed_row(point: Point, seed: int, error: str) -> dict:
     """The row of a run that never returned (its task killed every worker that took it): the point's parameters as
     far as they build, and the error."""
+    from models.runs import build_scenario
+
     row = row_keys(point, seed)
     try:
         tree, base = point.tree()

@@ -19,10 +19,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from experiments import uncertainty
 from models.presets import PRESETS
-from models.registry import MODELS
-from models.runs import load_scenario, run_scenario, warn_extrapolated
 from sim.cli import ArgParser, RunProgress, add_set_option, cap_jobs, human, main_guard
 from sim.scenario import to_dict
 
@@ -119,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         parser().error(f"--uncertainty-seeds: must be 1 .. 100, got {args.uncertainty_seeds}")
 
     def go() -> int:
+        from experiments import uncertainty  # the models, here: --help and --list load none of them
+        from models.registry import MODELS
+        from models.runs import load_scenario, run_scenario, warn_extrapolated
+
         sc = load_scenario(args.scenario, args.sets, args.params)
         if args.metrics:
             print(MODELS[sc.model].metrics(sc).table())
@@ -141,14 +142,15 @@ def main(argv: list[str] | None = None) -> int:
                 )
             finally:
                 progress.close()
-        out = {**metrics, "seed": args.seed, "scenario": to_dict(sc)}
+        model = MODELS[sc.model]
+        caveats = model.caveats(sc, metrics)
+        out = {**metrics, "seed": args.seed, "scenario": to_dict(sc), **({"caveats": caveats} if caveats else {})}
         warn_extrapolated(metrics["extrapolated"])
         if ranges is not None:
             out["uncertainty"] = ranges
         if args.json:
             print(json.dumps(_finite(out), allow_nan=False))
         else:
-            model = MODELS[sc.model]
             declared = model.metrics(sc)
             print(f"{sc.name or args.scenario} ({model.label(sc)}, seed {args.seed})")
             for k in [*model.headline, "wall_s"]:
@@ -156,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                 v = metrics.get(k)
                 print(f"  {k:22s} {'none' if v is None else human(v, unit)}")  # JSON's null
             print(f"  {'shortcuts_used':22s} {', '.join(metrics['shortcuts_used']) or 'none'}")
+            for line in caveats:
+                print(f"note: {line}")
             if args.uncertainty:
                 u = out["uncertainty"]
                 print(

@@ -18,10 +18,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-from experiments import uncertainty
 from models.presets import PRESETS, resolve
-from models.registry import MODELS, model_of
-from models.runs import build_scenario
 from sim.guard import BUDGET_ENV, budget_factor
 from sim.model import Model
 from sim.scenario import (
@@ -84,6 +81,9 @@ class Point:
 
     def cost(self) -> float:
         """Calls or sandboxes to simulate, for scheduling the big points first (0 if it does not build)."""
+        from models.registry import MODELS  # (the models here and below, not at the top: --help loads none)
+        from models.runs import build_scenario
+
         try:
             tree, base = self.tree()
             sc = build_scenario(tree, base)
@@ -140,6 +140,8 @@ def load_spec(
     """Read a sweep spec (or a scenario to sweep), apply the command line (``params``: parameter files, e.g. a
     fit's, overlaid at every point before the ``--set``s), and expand its points; with ``uncertainty`` each point
     also under every other model of its envelope (experiments/uncertainty.py), between the params and the ``--set``s."""
+    from models.registry import model_of
+
     name = arg or DEFAULT
     path = Path(name)
     if exists(SWEEPS / f"{name}.toml"):
@@ -268,6 +270,8 @@ def check_size(spec: Spec) -> None:
     """Refuse, before it starts, a sweep whose runs cost more than SWEEP_RUNS runs of its model's budget (times
     SCALESIM_BUDGET): points × seeds × the estimated cost of a run (its model's size, plus RUN_COST; from a sample of
     COST_SAMPLE points when there are more). Bad input, exit 2, with the estimate."""
+    from models.registry import MODELS, model_of
+
     points = spec.points
     if not points:
         return
@@ -300,6 +304,8 @@ def _plausible(params: list[str], users: set[str]) -> Callable[[Point], list[lis
     """For a point, the settings of its envelope's models other than the kept one (the kept one is the defaults or
     the params: experiments/uncertainty.py), as the point's scenario reads them; the keys the sweep sets on top
     (``users``: its --set, variants' and factors' keys) are not ranges."""
+    from experiments import uncertainty
+    from models.runs import build_scenario
 
     def of(point: Point) -> list[list[tuple[str, Any]]]:
         try:

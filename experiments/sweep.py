@@ -21,19 +21,20 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-from tqdm import tqdm
-
-from experiments import executors, report
+from experiments import executors
 from experiments.results import Appender, WriteFailed, lock, plan, read_results, resume, write_whole
 from experiments.rows import run_point
 from experiments.spec import DEFAULT, Spec, check_size, load_spec
 from sim import files
-from sim.cli import ArgParser, add_set_option, cap_jobs, main_guard, one_line, out_path
+from sim.cli import ArgParser, add_set_option, cap_jobs, main_guard, one_line, out_path, progress_bar
 from sim.files import check_out
 from sim.pools import WORKER_DIED
 from sim.scenario import ScenarioError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # the files a sweep and its report write under --out: each a regular file or absent, checked up front
 SWEEP_FILES = ("results.csv", "spec.json", "sweep.json", "results.parquet", "summary.csv", "report.html", "*.png")
@@ -84,8 +85,8 @@ def _run_sweep(spec: Spec, out: Path, jobs: int, executor: str, fresh: bool) -> 
     if executor == "modal" and len(done) < total:
         executors.check_modal()  # credentials first: bad input, before anything is built
     client = executors.dask_client(executor, jobs) if executor.startswith("dask") and len(done) < total else None
-    # a bar of runs done / total, rate and ETA on stderr; nothing when stderr is not a terminal (disable=None)
-    progress = tqdm(total=total, initial=len(done), unit="run", desc="runs", disable=None, smoothing=0.1)
+    # a bar of runs done / total, rate and ETA (sim/cli.py progress_bar: on a terminal or in a notebook)
+    progress = progress_bar(total=total, initial=len(done), unit="run", desc="runs", smoothing=0.1)
     try:
         with Appender(results, header) as table:
 
@@ -184,10 +185,12 @@ def main(argv: list[str] | None = None) -> int:
         if outside:
             print(
                 f"warning: extrapolated: {outside} of {len(table)} rows leave the envelope their parameters were "
-                "calibrated on (column extrapolated)",
+                "calibrated on or rest on no steady state (column extrapolated)",
                 file=sys.stderr,
             )
         if not args.no_report:
+            from experiments import report  # (here: pandas and matplotlib, which --help need not load)
+
             page = report.make_report(
                 table,
                 out,

@@ -13,7 +13,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -157,9 +157,31 @@ def cap_jobs(prog: str, jobs: int, runs: int) -> int:
     return max(1, cap)
 
 
+_progress_file: Any = None  # where bars go instead of stderr (``progress_to``)
+
+
+def progress_bar(**kwargs: Any) -> Any:
+    """A command's progress bar (tqdm.auto: a widget in a notebook, else text on stderr, or where ``progress_to``
+    sends it), shown only where someone watches: in a notebook, or on a terminal (tqdm's ``disable=None``)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(**{"disable": None, "file": _progress_file or sys.stderr, **kwargs})
+
+
+@contextlib.contextmanager
+def progress_to(stream: Any) -> Iterator[None]:
+    """Bars go to ``stream`` meanwhile: the Python API's caller's stderr, while it captures a command's own."""
+    global _progress_file
+    before, _progress_file = _progress_file, stream
+    try:
+        yield
+    finally:
+        _progress_file = before
+
+
 class RunProgress:
-    """A long single run's progress on stderr (a tqdm bar of simulated seconds, with simulated time per wall
-    second), shown once the run has taken ``after_s`` of wall time, and only on a terminal; a run guard's
+    """A long single run's progress (``progress_bar``: a bar of simulated seconds, with simulated time per wall
+    second), shown once the run has taken ``after_s`` of wall time, on a terminal or in a notebook; a run guard's
     ``progress`` (sim/guard.py)."""
 
     def __init__(self, after_s: float = 5.0) -> None:
@@ -169,12 +191,10 @@ class RunProgress:
 
     def __call__(self, now: float, until: float) -> None:
         if self.bar is None:
-            if time.perf_counter() - self.t0 < self.after_s or not sys.stderr.isatty():
+            if time.perf_counter() - self.t0 < self.after_s:
                 return
-            from tqdm import tqdm
-
             total = until if math.isfinite(until) else None
-            self.bar = tqdm(total=total, unit="sim s", desc="simulated", leave=False, file=sys.stderr)
+            self.bar = progress_bar(total=total, unit="sim s", desc="simulated", leave=False)
         self.bar.update(now - self.bar.n)
 
     def close(self) -> None:

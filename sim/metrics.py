@@ -195,7 +195,8 @@ RUN = Metrics(
         "extrapolated",
         "names",
         "derived",
-        "where the run leaves the envelope its parameters were calibrated on: what, its value, the bound (none: [])",
+        "where the run leaves the envelope its parameters were calibrated on (what, its value, the bound), or a "
+        "figure rests on no steady state (a load test's `cost_per_hour`); none: []",
         kind="names",
     ),
 )

@@ -150,6 +150,9 @@ class Model:
     # before it starts (models/runs.py ``run_scenario``, exit 2); the model's run function still simulates it
     unmeasurable: Callable[[Any], str | None] | None = None
     plausible: Plausibles = Plausibles()  # its plausible models, for --uncertainty (see ``Plausibles``)
+    # what a run's answer rests on that its numbers do not show (an assumed input that set its pace), one line each,
+    # from the scenario and the run's metrics: printed under the answer (experiments.run, the API)
+    caveats: Callable[[Any, dict], list[str]] = lambda sc, metrics: []
 
 
 def records_frame(columns: dict, index: str) -> pd.DataFrame:

@@ -165,6 +165,69 @@ def mser5(counts: np.ndarray) -> int:
     return 5 * cut
 
 
+def mser5_settled(counts: np.ndarray, cut: int) -> bool:
+    """Whether MSER-5's ``cut`` (``mser5(counts)``) leaves a steady part: a series of two batches or more, cut short of
+    the half it may cut at most (a cut at that bound is the statistic still falling where the search stops: Hoad,
+    Robinson and Davies 2010, a truncation point past half the data says the run is too short), and a part after the
+    cut in which MSER-5 finds no such warm-up of its own (a level that shifts late, as a start-up's extra containers
+    held for most of the window and then removed, looks steady to one pass: the second sees the shift)."""
+
+    def short_of_half(series: np.ndarray, d: int) -> bool:
+        k = len(series) // 5
+        return k >= 2 and d < 5 * (k // 2)
+
+    rest = counts[cut:]
+    return short_of_half(counts, cut) and (len(rest) < 10 or short_of_half(rest, mser5(rest)))
+
+
+STEADY_BINS = 1000  # a window's series is binned in at most this many bins of at least 1 s (``window_bins``)
+
+
+def window_bins(start: float, end: float) -> tuple[float, int]:
+    """The bins of a window [start, end) in which a series is counted for MSER-5: their width, max(1 s, the window
+    ÷ ``STEADY_BINS``), and how many cover it (none for a window without an end)."""
+    span = end - start
+    if not math.isfinite(span):
+        return math.inf, 0
+    width = max(1.0, span / STEADY_BINS)
+    return width, math.ceil(span / width)
+
+
+class TimeBins:
+    """The integral of a step function of time (a level held between changes) over each bin of a window
+    (``window_bins``): container-seconds per bin, for one."""
+
+    def __init__(self, start: float, end: float) -> None:
+        self.start = start
+        self.width, n = window_bins(start, end)
+        self.sums = np.zeros(n)
+
+    def add(self, t0: float, t1: float, level: float, into: np.ndarray | None = None) -> None:
+        """Add ``level`` held over [t0, t1), clipped to the window, into the sums (or into ``into``, the same shape)."""
+        sums = self.sums if into is None else into
+        n = len(sums)
+        if not level or not n:
+            return
+        end = self.start + n * self.width
+        a, b = max(t0, self.start), min(t1, end)
+        if b <= a:
+            return
+        i = int((a - self.start) / self.width)
+        j = min(int((b - self.start) / self.width), n - 1)
+        if i == j:
+            sums[i] += level * (b - a)
+            return
+        sums[i] += level * (self.start + (i + 1) * self.width - a)
+        sums[i + 1 : j] += level * self.width
+        sums[j] += level * (b - (self.start + j * self.width))
+
+    def upto(self, t0: float, t1: float, level: float) -> np.ndarray:
+        """The sums with ``level`` held over [t0, t1) too (a step not yet ended), the sums themselves unchanged."""
+        sums = self.sums.copy()
+        self.add(t0, t1, level, sums)
+        return sums
+
+
 def finite(v: float | None) -> float | None:
     """JSON has no NaN: an undefined figure is null."""
     return None if v is None or not math.isfinite(v) else float(v)

@@ -53,7 +53,7 @@ class Capacity(Search):
     name = "capacity"
     flags = (RATE, P99, Flag("--knob", "capacity: the resource (default copies)", "copies", tuple(sorted(KNOBS))))
     scenario = "loadtest-copies"
-    defaults = ("duration_s=120", "warmup_s=30")  # a window past the first cold starts for a steady rate
+    defaults = ("duration_s=210", "warmup_s=90")  # the plan's: long enough for the steady cost's MSER-5 (loadtest.py)
 
     def search(self, args: argparse.Namespace, sim: Simulator, shape: str) -> tuple[dict, list[Evaluation]]:
         if args.rate is None:

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from experiments.plots import fit_ylim, plain_ticks, pyplot
 from experiments.spec import check_runs
@@ -35,6 +34,7 @@ from models.inputs.checks.recovery import BAND, bin_for, recovery
 from models.registry import MODELS
 from models.runs import load_scenario, run_scenario
 from sim import files
+from sim.cli import progress_bar
 from sim.scenario import ScenarioError
 
 DEFAULTS = (
@@ -197,7 +197,7 @@ def recovery_question(
     check_runs("whatif recovery", len(sizes) * seeds, sum(sizes) / len(sizes), MODELS[sc.model], how, "fewer --seeds")
     out: dict[str, Any] = {"spike_at_s": at_s, "spike_length_s": length_s, "band": band, "policies": {}}
     figures: dict[str, dict] = {}
-    bar = tqdm(total=len(sizes) * seeds, unit="run", desc="simulations", disable=None, delay=3.0, leave=False)
+    bar = progress_bar(total=len(sizes) * seeds, unit="run", desc="simulations", delay=3.0, leave=False)
     for name in names:
         rows, edge, broken = [], None, False
         for f in factors:

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from experiments import uncertainty
 from experiments.spec import check_runs
 from models.inputs.callers.demand import Shape, parse_shape
 from models.registry import MODELS
 from models.runs import load_scenario, run_scenario
+from sim.cli import progress_bar
 from sim.guard import OverBudget
 from sim.pools import process_pool
 from sim.scenario import ScenarioError
@@ -76,7 +76,7 @@ class Simulator:
         self.pool = process_pool(jobs) if jobs > 1 else None
         # runs done on stderr, with an ETA against ``expect`` (a search's guess, raised when passed); shown only on a
         # terminal (disable=None) and only once the search has run 3 s
-        self.bar = tqdm(total=None, unit="run", desc="simulations", disable=None, delay=3.0, leave=False)
+        self.bar = progress_bar(total=None, unit="run", desc="simulations", delay=3.0, leave=False)
 
     def expect(self, runs: int) -> None:
         """The runs the search expects to make in all (for the bar's ETA)."""

@@ -42,7 +42,7 @@ from sim.metrics import RUN, Metric, Metrics
 from sim.model import Figure, Model, TimeSeries, records_frame
 from sim.scenario import Described, param, section, with_sections
 from sim.shortcuts import Shortcuts, engine_shortcuts
-from sim.stats import load_scipy
+from sim.stats import load_scipy, mser5, mser5_settled, window_bins
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -175,13 +175,41 @@ def outcome_metrics(sc: Scenario, out: parts.Outcome, end: float) -> dict:
         "ideal_calls_per_s": sc.ideal_calls_per_s(),
         "sim_time_s": end,
     }
-    per_s = sc.billing.per_second()
-    metrics["cost_usd"] = out.counted["container_seconds"] * per_s
-    metrics["cost_usd_warmup"] = out.counted["container_seconds_warmup"] * per_s
-    metrics["cost_per_hour"] = out.counted["containers_mean"] * per_s * 3600.0
+    metrics.update(costs(sc, out, end))
     metrics["rejections_by_kind"] = dict(sorted(metrics["rejections_by_kind"].items()))
     metrics["extrapolated"] = extrapolated(sc, metrics)
+    if not metrics.pop("cost_settled") and end >= sc.duration_s:  # (calls made once and back: no steady load)
+        metrics["extrapolated"].append(UNSETTLED)
     return metrics
+
+
+# the flag of a cost per hour that rests on no steady state (``extrapolated``)
+UNSETTLED = (
+    "cost_per_hour: the containers reach no steady state in the window (MSER-5), so it includes the warm-up; a longer "
+    "duration_s measures it"
+)
+
+
+def costs(sc: Scenario, out: parts.Outcome, end: float) -> dict:
+    """The bill in three parts: before the steady part (the stated warm-up, ``warmup_s``, then the one MSER-5 detects
+    in the window's container-seconds per bin, as the steady rate's in the calls back per bin), the steady part's cost
+    per hour, and after the window (the drain and scale-down); and whether MSER-5 found a steady part at all."""
+    per_s, counted = sc.billing.per_second(), out.counted
+    w0, w1 = sc.warmup_s, min(sc.duration_s, end)  # (a load that makes its calls once may end before the duration)
+    width, _ = window_bins(w0, sc.duration_s)
+    whole = max(0, int((w1 - w0) / width + 1e-9))  # the bins a full width long before the window's end
+    cut = mser5(out.billed[:whole])
+    start = w0 + cut * width
+    steady = float(out.billed[cut:].sum())  # (the bins past the window's end hold nothing)
+    window = counted["containers_mean"] * max(w1 - w0, 0.0)  # the window's container-seconds, from its bounds
+    return {
+        "cost_usd": counted["container_seconds"] * per_s,
+        "cost_usd_warmup": (counted["container_seconds_warmup"] + float(out.billed[:cut].sum())) * per_s,
+        "cost_per_hour": steady / (w1 - start) * per_s * 3600.0 if w1 > start else 0.0,
+        "cost_steady_from_s": start,
+        "cost_usd_after": (counted["container_seconds"] - counted["container_seconds_warmup"] - window) * per_s,
+        "cost_settled": mser5_settled(out.billed[:whole], cut),
+    }
 
 
 # every metric of a run, in the order of its output and of a results table's columns (that of the tables written
@@ -194,12 +222,35 @@ METRICS = (
         Metric("ideal_calls_per_s", "calls/s", "derived", "calls/s with no overhead at all (the approach's rule)"),
         *(m for m in parts.COUNTED if m.name not in ("rejections_by_kind", "events")),
         Metric("cost_usd", "$", "derived", "`container_seconds` × the container's price per second (`billing`)"),
-        Metric("cost_usd_warmup", "$", "derived", "`container_seconds_warmup` × the price: the warm-up's cost"),
+        Metric(
+            "cost_usd_warmup",
+            "$",
+            "derived",
+            "the bill before `cost_steady_from_s`: the stated warm-up's (`container_seconds_warmup` × the price) and "
+            "the one MSER-5 detects after it",
+        ),
         Metric(
             "cost_per_hour",
             "$/h",
             "derived",
-            "`containers_mean` × the price × 3,600: the steady cost per hour of the window's load",
+            "the steady cost per hour: the container-seconds billed per second of the window from "
+            "`cost_steady_from_s` on × the price × 3,600 (not the whole window's `containers_mean`: the start-up's "
+            "extra containers, kept idle for the scaledown window, are the warm-up's); where the containers reach no "
+            "steady state in the window, `extrapolated` says so and it includes the warm-up",
+        ),
+        Metric(
+            "cost_steady_from_s",
+            "s",
+            "derived",
+            "when the steady part of `cost_per_hour` begins: after `warmup_s`, the warm-up MSER-5 detects in the "
+            "window's container-seconds per bin (the bins of `steady_calls_per_s`)",
+        ),
+        Metric(
+            "cost_usd_after",
+            "$",
+            "derived",
+            "the bill after the window (the calls' drain, the pools' scale-down to removal): `cost_usd` = "
+            "`cost_usd_warmup` + `cost_per_hour` × the steady part's hours + this",
         ),
         RUN["sim_time_s"],
         parts.COUNTED["events"],

@@ -37,6 +37,7 @@ from sim.engine import Sim
 from sim.guard import UNGUARDED, Guard
 from sim.metrics import RUN, Metric, Metrics
 from sim.rng import Streams
+from sim.stats import TimeBins
 
 MONITOR_DT = 0.5  # seconds between the monitor's samples (models/inputs/platform/monitor.py) ...
 TAIL_STEPS = 10_000  # scaledown windows the idle tail may take (a pool with no load is down within a few)
@@ -116,6 +117,7 @@ class Outcome:
     lost: dict[str, float]  # input-seconds lost to rejections, by kind
     counted: dict  # the metrics of COUNTED, combined by their declared rules
     records: dict[str, np.ndarray] | None
+    billed: np.ndarray  # container-seconds per bin of the window (sim/stats.py TimeBins): the steady cost's series
     violations: list[
         str
     ]  # what the part's Functions broke of their limits' bounds (models/inputs/checks/invariants.py)
@@ -131,6 +133,7 @@ class Outcome:
                 if k != "t":
                     values[:] = [a + b for a, b in zip(values, other.series[k], strict=True)]
         self.counted = COUNTED.combine(self.counted, other.counted)
+        self.billed = self.billed + other.billed
         self.violations += other.violations
 
 
@@ -171,8 +174,9 @@ class Part:
         dt = max(MONITOR_DT, sc.duration_s / MONITOR_SAMPLES)
         self.window = (sc.warmup_s, sc.duration_s)
         self.monitor = Monitor(self.sim, self.targets, dt, self.window, keep_series=series)
-        for t in self.targets:  # the window's container-seconds are kept apart: the steady cost is the window's
-            t.pool.marks = self.window
+        for t in self.targets:  # the window's container-seconds are kept apart, and per bin of it: the steady cost
+            t.pool.marks = self.window  # is the window's after the warm-up MSER-5 detects in them (loadtest.py)
+            t.pool.bins = TimeBins(*self.window)
         self.load.begin()
         self.sim.run(until=sc.duration_s + sc.drain_s)  # or until its last call in flight is back
         self.summary = None
@@ -207,6 +211,7 @@ class Part:
                 "events": self.sim.events,
             },
             records=self.log.arrays() if self.records else None,
+            billed=sum((p.container_bins(min(self.window[1], end)) for p in pools), TimeBins(*self.window).sums),
             violations=[v for t in self.targets for v in t.violations(end)]
             + (self.workspace.violations(end) if self.workspace is not None else []),
         )

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.metrics import Metric, Metrics, percentile_metrics
-from sim.stats import LogHistogram, finite, mean_ci95, mser5
+from sim.stats import LogHistogram, finite, mean_ci95, mser5, window_bins
 
 # Every kind of rejection or failure the input plane reports: accept limits (models/inputs/platform/function.py), the
 # HTTP proxy (models/inputs/approaches/server.py) and a failed item of a batched chunk.
@@ -87,7 +87,6 @@ class CallSummary:
     is by batch means over ``SLICES`` equal slices of the window by issue time."""
 
     SLICES = 20
-    STEADY_BINS = 1000
 
     def __init__(self, window: Window) -> None:
         self.window = window
@@ -98,10 +97,9 @@ class CallSummary:
         self.wait_slices = np.zeros((2, self.SLICES))  # sum and count of the waits of the inputs issued per slice
         self.n = dict.fromkeys(_SUMS, 0)
         self.added_min = math.inf  # the least added latency of the calls counted (the invariants' floor)
-        # successful calls back per bin of the window (at most STEADY_BINS bins of at least 1 s): the steady rate's
-        span = window.end - window.start
-        self.bin_s = max(1.0, span / self.STEADY_BINS) if math.isfinite(span) else math.inf
-        self.backs = np.zeros(math.ceil(span / self.bin_s) if math.isfinite(span) else 0)
+        # successful calls back per bin of the window (sim/stats.py window_bins): the steady rate's
+        self.bin_s, bins = window_bins(window.start, window.end)
+        self.backs = np.zeros(bins)
 
     def add(self, a: dict[str, np.ndarray]) -> None:
         """Fold in records: columns ok, items, work, initial, issued, started, finished, kind, attempts."""

@@ -16,7 +16,7 @@ from models.sandboxes.client import Creation
 from models.sandboxes.fleet import Fleet
 from models.sandboxes.planes import PLANES
 from models.sandboxes.scenario import SandboxScenario, extrapolated, unread
-from models.sandboxes.summary import metrics, summarize
+from models.sandboxes.summary import caveats, metrics, summarize
 from sim.engine import Sim
 from sim.guard import UNGUARDED, Guard
 from sim.model import Figure, Model, Plausibles, TimeSeries, records_frame
@@ -87,6 +87,11 @@ def findings(summary: pd.DataFrame, scale: str) -> tuple[str, str, list[dict]]:
             }
         )
     intro = "The peak creation rate and the limiting resource there."
+    if any("client" in (r["bottleneck there"], r["bottleneck at the largest"]) for r in rows):
+        intro += (
+            " Where it is the client, the rate is the benchmark client's (`client.rate`, an assumption: "
+            "docs/sources.md §2), not a limit of the control plane."
+        )
     return "Where each series peaks", intro, rows
 
 
@@ -102,6 +107,8 @@ MODEL = Model(
         "schedule_latency_p99_s",
         "tti_p50_s",
         "tti_p99_s",
+        "tti_from_burst_p50_s",
+        "tti_from_burst_p99_s",
         "rejections",
         "retries",
         "utilization",
@@ -146,6 +153,7 @@ MODEL = Model(
         right_label="per second",
     ),
     findings=findings,
+    caveats=caveats,
     estimate=budget.estimate,
     events_per_unit=budget.EVENTS_PER_SANDBOX,
     grows=budget.GROWS,

@@ -1,8 +1,10 @@
 """What one sandbox-creation run reports: its summary (``summarize``) and the metrics it declares (``SUMMARY``,
 ``metrics``: sim/metrics.py ``Metrics``).
 
-Metrics: created, makespan, rate, schedule latency, time to interactive, rejections, retries, per-resource utilization
-and the bottleneck, and a time series of sandboxes created per second and running.
+Metrics: created, makespan, rate, schedule latency, time to interactive (from each sandbox's first create attempt,
+``tti``, and from the burst's start, ``tti_from_burst``), rejections, retries, per-resource utilization and the
+bottleneck, and a time series of sandboxes created per second and running. ``caveats``: what an answer bound by the
+benchmark client rests on (its assumed rate).
 
 The span of a run, over which rates and utilizations are taken: from the first create request until the last
 sandbox is running, or until the end of the run (``horizon_s``) when not all are created. ``creation_rate_per_s`` is
@@ -30,7 +32,7 @@ import numpy as np
 
 from models.sandboxes import faults
 from models.sandboxes.client import Creation
-from models.sandboxes.fleet import Fleet
+from models.sandboxes.fleet import BenchmarkClientParams, Fleet
 from models.sandboxes.planes import PLANES, ControlPlane
 from models.sandboxes.scenario import SandboxScenario
 from sim.metrics import RUN, Metric, Metrics, percentile_metrics
@@ -73,6 +75,7 @@ def summarize(creation: Creation, sc: SandboxScenario, cp: ControlPlane, fleet: 
     created = int(done.sum())
     schedule = (placed - req)[~np.isnan(placed)]
     tti = (running - req)[done]
+    tti_from_burst = running[done] - first
     span, util = utilization(creation)
     util = {k: round(v, 6) for k, v in sorted(util.items())}  # rounding also drops float residue below 1e-6
     top = max(util, key=util.__getitem__)
@@ -89,6 +92,7 @@ def summarize(creation: Creation, sc: SandboxScenario, cp: ControlPlane, fleet: 
         "creation_rate_per_s": created / span if created and span > 0 else 0.0,
         **percentiles(schedule, "schedule_latency", (50, 99)),
         **percentiles(tti, "tti"),
+        **percentiles(tti_from_burst, "tti_from_burst"),
         "rejections": cp.rejections,
         "retries": cp.retries,
         "utilization": util,
@@ -117,6 +121,12 @@ SUMMARY = (
     )
     + percentile_metrics("schedule_latency", "the time from first create attempt to the create call's return", (50, 99))
     + percentile_metrics("tti", "time to interactive (first create attempt to able to run user code)")
+    + percentile_metrics(
+        "tti_from_burst",
+        "time to interactive from the burst's start (its first create request) to able to run user code: what a "
+        "caller of the whole burst waits, including its own time queued behind `client.concurrency` and "
+        "`client.rate`, which `tti` (from each sandbox's own first attempt) leaves out",
+    )
     + Metrics(
         Metric("rejections", "placements", "sum", "placements refused (by a worker, or a conflicting commit)"),
         Metric("retries", "attempts", "sum", "create attempts made again"),
@@ -141,6 +151,22 @@ SUMMARY = (
         Metric("worker_slots_in_use_max", "slots", "max", "the most slots in use on one worker at once"),
     )
 )
+
+
+def caveats(sc: SandboxScenario, metrics: dict) -> list[str]:
+    """A run bound by the benchmark client measured the client, not the control plane: its rate is an assumption
+    (``client.rate``, models/sandboxes/fleet.py), so the answer says so, with the plane's busiest resource."""
+    if metrics["bottleneck"] != "client":
+        return []
+    plane = {k: v for k, v in metrics["utilization"].items() if k not in SUMMARY["utilization"].keys}
+    busiest = max(plane, key=plane.__getitem__)
+    rate, default = sc.client.rate, BenchmarkClientParams.rate
+    assumed = "an assumption: docs/sources.md §2's benchmark client, about 17-20k/s"
+    what = f"the default, {assumed}" if rate == default else f"as set; the default {default:,.0f}/s is {assumed}"
+    return [
+        f"as fast as the client sends: its rate, client.rate = {rate:,.0f}/s ({what}), set the pace, not the control "
+        f"plane (its busiest resource, {busiest}, was {plane[busiest]:.0%} busy); set client.rate to your client's rate"
+    ]
 
 
 def metrics(sc: SandboxScenario) -> Metrics:

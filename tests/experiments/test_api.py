@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pandas as pd
@@ -9,6 +10,7 @@ import pytest
 
 from experiments import api
 from experiments import run as run_cmd
+from sim.cli import progress_bar, progress_to
 from sim.scenario import ScenarioError
 from tests.support import one_line, run_module
 
@@ -65,4 +67,43 @@ def test_sweep_and_load_results(tmp_path):
 
 def test_running_the_library_as_a_command_says_so_in_one_line_and_exits_2():
     r = run_module("experiments.api")
-    assert r.returncode == 2 and "a library" in one_line(r.stderr) and r.stdout == "", r.stderr
+    line = one_line(r.stderr)
+    assert r.returncode == 2 and "a library" in line and r.stdout == "", r.stderr
+    assert "functions that return data" in line and "api.whatif" in line  # what it is for
+
+
+def test_a_run_says_what_the_command_says(capsys):
+    m = api.run("loadtest-spawn", set={"duration_s": 5, "envelope.duration_s": 1})
+    assert m["extrapolated"] and capsys.readouterr().err.startswith("warning: extrapolated: ")
+    m = api.run("sandboxes-v2", set={"sandboxes.count": 5000, "fleet.workers": 200, "client.rate": 1000})
+    assert m["bottleneck"] == "client" and "client.rate = 1,000/s" in m["caveats"][0]
+
+
+@pytest.mark.slow
+def test_whatif_prints_and_returns_what_the_command_says_on_stderr(capsys):
+    sets = {"duration_s": 60, "envelope.containers": 1}  # an envelope the answer must leave
+    answer = api.whatif("capacity", rate=200, p99=2, seeds=1, jobs=1, set=sets)
+    warning = "warning: extrapolated (the chosen configuration): containers_peak"
+    assert any(line.startswith(warning) for line in answer["messages"])
+    assert capsys.readouterr().err.strip().splitlines() == answer["messages"]  # shown as it came, too
+    with pytest.raises(ScenarioError, match="warmup_s"):
+        api.whatif("capacity", rate=200, p99=2, seeds=1, jobs=1, set={"duration_s": 1})
+    assert "warmup_s" in capsys.readouterr().err
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bars_show_on_a_terminal_and_where_the_api_sends_them():
+    caller, captured = Terminal(), io.StringIO()
+    with progress_to(caller):
+        bar = progress_bar(total=3, desc="runs")
+        bar.update(3)
+        bar.close()
+    assert "runs: 100%" in caller.getvalue()
+    bar = progress_bar(total=3, desc="runs", file=captured)  # not a terminal: no bar
+    bar.update(3)
+    bar.close()
+    assert captured.getvalue() == ""

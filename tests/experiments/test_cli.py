@@ -99,7 +99,10 @@ def test_bench_quick_runs():
     r = cli("experiments.bench", "--quick", "--repeat", "1", "--json")
     assert r.returncode == 0, r.stderr
     figures = json.loads(r.stdout)
-    assert set(figures["loadtests"]) == set(__import__("experiments.bench").bench.LOADTESTS)
+    bench = __import__("experiments.bench").bench
+    assert set(figures["loadtests"]) == set(bench.LOADTESTS)
+    assert set(figures["startup_s"]) == {" ".join(argv[1:]) for argv in bench.STARTUP}
+    assert all(0 < wall < 120 for wall in figures["startup_s"].values())  # measured (a guard, not a speed limit)
     mmc = figures["mmc"]
     # the bench's quick M/M/c run (experiments/bench.py: horizon 2,000 s, no warm-up, no drain, seed 0) served
     # exactly the customers the same scenario run here serves, and its ratio is of the two rates it reports

@@ -11,6 +11,7 @@ import pytest
 from experiments import run, uncertainty
 from experiments.spec import load_spec
 from models.registry import MODELS
+from models.runs import load_scenario
 from sim.scenario import ScenarioError
 from tests.support import one_line
 
@@ -99,7 +100,7 @@ def test_bad_input_is_one_line_exit_2(capsys, argv, says):
 
 
 def test_a_sweep_of_a_scenario_with_no_range_left_is_bad_input():
-    sc = run.load_scenario("coldstart-torch", [], [])
+    sc = load_scenario("coldstart-torch", [], [])
     sets = [f"{k}={uncertainty.current(sc, k)!r}" for k, _, _ in uncertainty.declared(MODELS["coldstart"].schema)]
     with pytest.raises(ScenarioError, match="reads no key with plausible values"):
         load_spec("coldstart-torch", sets, [], 1, uncertainty=True)

@@ -11,6 +11,7 @@ import pytest
 
 from experiments import run, uncertainty
 from models.inputs import plausible as loadtest_ranges
+from models.runs import load_scenario, run_scenario
 from sim.cli import human
 from sim.scenario import ScenarioError
 from tests.support import in_chromium
@@ -60,7 +61,7 @@ def test_a_run_with_uncertainty_reports_central_values_and_ranges(tmp_path, caps
 
 def test_uncertainty_needs_plausible_models_and_a_readable_file(tmp_path, capsys):
     # a container start whose every key with plausible values the user sets has no range left to run
-    sc = run.load_scenario("coldstart-torch", [], [])
+    sc = load_scenario("coldstart-torch", [], [])
     keys = [k for k, _, _ in uncertainty.declared(type(sc))]
     sets = [f"{k}={v!r}" for k in keys for v in [uncertainty.current(sc, k)]]
     with pytest.raises(ScenarioError, match="reads no key with plausible values"):
@@ -104,7 +105,7 @@ def test_the_users_run_is_one_of_the_runs_and_the_same_run_runs_once(tmp_path):
     # 363 and 150 and the three assumptions (the accept burst's ends, the client's retry), each at seeds 1 and 2;
     # 363 at seed 1 is the user's run, and the burst's least (8,000) is spawn's default: 4 distinct models
     assert doc["models"] == 5 and doc["runs"] == 8
-    alone = run.run_scenario(run.load_scenario("loadtest-spawn", sets, [str(params)]), seed=1)
+    alone = run_scenario(load_scenario("loadtest-spawn", sets, [str(params)]), seed=1)
     assert {k: v for k, v in mine.items() if k != "wall_s"} == {k: v for k, v in alone.items() if k != "wall_s"}
     # at any seed, with keys of the user's own on top of every model's
     _, doc = uncertainty.ranges("loadtest-spawn", [*sets, "limits.start_burst=5"], [str(params)], 2, 1, seed=7)
@@ -216,7 +217,7 @@ def test_a_question_takes_the_figures_of_its_nearest_reference_way():
     ways = {"spawn": {"approach": "spawn", "copies": 1}, "copies": {"approach": "remote", "copies": 8}}
 
     def nearest(name: str) -> list[str]:
-        return loadtest_ranges.nearest(run.load_scenario(name, [], []), ways)
+        return loadtest_ranges.nearest(load_scenario(name, [], []), ways)
 
     assert nearest("loadtest-spawn") == ["spawn"]
     assert nearest("loadtest-copies") == ["copies"]
@@ -239,7 +240,7 @@ def test_the_plausible_models_figures_are_recorded_and_bound_the_range(tmp_path,
     }
     spawn = [m["figures"]["spawn"]["calls_per_s"][0] for m in doc["models"]]
     # the same run as the simulator's own, and the start rate moves spawn's calls/s
-    alone = run.run_scenario(run.load_scenario("loadtest-spawn", rates[1], []), seed=0)
+    alone = run_scenario(load_scenario("loadtest-spawn", rates[1], []), seed=0)
     assert spawn[1] == pytest.approx(alone["calls_per_s"], rel=1e-5) and spawn[0] > spawn[1]
     _, u = uncertainty.ranges("loadtest-spawn", [], [str(params)], 1, 1)
     assert u["ranges"]["calls_per_s"]["low"] <= spawn[1] and u["ranges"]["calls_per_s"]["high"] >= spawn[0]

@@ -27,7 +27,8 @@ def p99_mean(scenario: str, sets: dict, seeds: int) -> tuple[float, int]:
 
 @pytest.mark.slow
 def test_capacity_answers_the_fewest_copies_and_one_fewer_fails(capsys):
-    out = ask(capsys, "capacity", "--rate", "500", "--p99", "2", "--seeds", "2", "--set", "duration_s=60")
+    window = ("--set", "duration_s=60", "--set", "warmup_s=30")
+    out = ask(capsys, "capacity", "--rate", "500", "--p99", "2", "--seeds", "2", *window)
     ((key, best),) = out["answer"].items()
     assert key == "function.copies" and out["chosen"]["meets"] and out["simulations"] > 0
     below = out["next_cheaper_fails"][0]

@@ -123,3 +123,37 @@ def test_mser5_cuts_a_warm_up_and_leaves_a_steady_series():
     ramp = np.concatenate([np.linspace(0, 500, 30), rng.poisson(500, 170)])
     assert 20 <= mser5(ramp) <= 45  # the ramp's 30 bins, to the batch of 5
     assert mser5(np.ones(9)) == 0  # under two batches: nothing cut
+
+
+def test_mser5_says_when_a_series_has_not_settled():
+    from sim.stats import mser5, mser5_settled
+
+    rng = np.random.default_rng(0)
+    steady = rng.poisson(500, 200).astype(float)
+    assert mser5_settled(steady, mser5(steady))
+    # a ramp over 60% of the series: MSER-5 cuts at most half, and says it stopped there
+    late = np.concatenate([np.linspace(0, 500, 120), rng.poisson(500, 80)])
+    assert mser5(late) == 100 and not mser5_settled(late, mser5(late))
+    assert not mser5_settled(np.ones(9), 0)  # under two batches: nothing can be detected
+
+
+def test_time_bins_integrate_a_step_function_per_bin():
+    from sim.stats import TimeBins, window_bins
+
+    assert window_bins(10.0, 130.0) == (1.0, 120) and window_bins(0.0, 5000.0) == (5.0, 1000)
+    bins = TimeBins(10.0, 130.0)
+    rng = np.random.default_rng(1)
+    changes = np.sort(rng.uniform(0.0, 200.0, 50))
+    levels = rng.integers(0, 9, 50)
+    for t0, t1, level in zip(changes[:-1], changes[1:], levels, strict=False):
+        bins.add(t0, t1, int(level))
+    # the same integral by brute force: the level at each of 1,000 points of every bin
+    grid = 10.0 + (np.arange(120 * 1000) + 0.5) / 1000
+    at = np.searchsorted(changes, grid, side="right") - 1
+    level = np.where((at >= 0) & (at < 49), levels[np.clip(at, 0, 48)], 0)
+    assert np.allclose(bins.sums, level.reshape(120, 1000).mean(axis=1), atol=1e-2)
+    # a step not yet ended is added to a copy
+    before = bins.sums.copy()
+    after = bins.upto(125.5, 200.0, 4)  # to the window's end, 130 s: half of bin [125, 126), the 4 after it whole
+    assert np.allclose(after - before, [0] * 115 + [2, 4, 4, 4, 4])
+    assert np.array_equal(bins.sums, before)

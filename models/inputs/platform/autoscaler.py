@@ -57,6 +57,7 @@ from sim.engine import Handle, Sim
 from sim.limiter import TokenBucket
 from sim.rng import Streams
 from sim.scenario import param
+from sim.stats import TimeBins
 
 if TYPE_CHECKING:
     from models.inputs.platform.workspace import Workspace
@@ -179,6 +180,7 @@ class ContainerPool:
         # billing passes it (the steady cost per hour is the window's)
         self.marks: tuple[float, ...] = ()
         self._at_mark: dict[float, float] = {}
+        self.bins: TimeBins | None = None  # container-seconds per bin of the window (the steady cost's MSER-5 series)
         self.fixed = fixed  # always-warm containers, no autoscaling
         self.workspace: Workspace | None = None  # the run's, when it caps autoscaled containers (Workspace sets it)
         self._deferred = False  # burst_aware: a scale-from-zero decision is scheduled for the end of this instant
@@ -224,6 +226,8 @@ class ContainerPool:
         for m in self.marks:
             if self._since < m <= now:
                 self._at_mark[m] = self._billed + size * (m - self._since)
+        if self.bins is not None:
+            self.bins.add(self._since, now, size)
         self._billed += size * (now - self._since)
         self._since = now
 
@@ -238,6 +242,11 @@ class ContainerPool:
         if at < self._since:
             raise ValueError(f"container-seconds at {at}: before the last change ({self._since}) and not a mark")
         return self._billed + self.size * (at - self._since)
+
+    def container_bins(self, at: float) -> np.ndarray:
+        """Container-seconds per bin of the window (``bins``, which the run's part sets) up to ``at`` (≥ the last
+        change)."""
+        return self.bins.upto(self._since, at, self.size)
 
     @property
     def changed_at(self) -> float:

@@ -29,13 +29,19 @@ SMALL = ("clients.in_flight=10",)  # fewer calls in flight than the reference: i
 
 @pytest.mark.parametrize("name", REFERENCE)
 def test_the_reference_presets_are_inside_their_envelope(name):
-    assert loadtest.run(preset(name), seed=0)["extrapolated"] == []
+    assert envelope(loadtest.run(preset(name), seed=0)["extrapolated"]) == []
+
+
+def envelope(extrapolated: list[str]) -> list[str]:
+    """The envelope's entries of a run's ``extrapolated`` (a 60 s reference run may be too short for a steady cost:
+    that flag is not the envelope's)."""
+    return [x for x in extrapolated if x != loadtest.UNSETTLED]
 
 
 def test_a_seed_the_fit_did_not_run_is_inside_by_the_margin():
     # spawn's longest backlog at seed 6 is one monitor sample longer than the fit's seeds saw (64.5 s against 64 s)
     m = loadtest.run(preset("loadtest-spawn"), seed=6)
-    assert 64 < m["backlog_longest_s"] <= (1 + MARGIN) * 64 and m["extrapolated"] == []
+    assert 64 < m["backlog_longest_s"] <= (1 + MARGIN) * 64 and envelope(m["extrapolated"]) == []
 
 
 @pytest.mark.parametrize(
@@ -110,9 +116,10 @@ def test_a_sweep_has_the_column_and_says_how_many_rows_are_outside(tmp_path, cap
     assert sweep.main([*args, "--seeds", "1", "--no-report", "--jobs", "1", "--out", str(tmp_path)]) == 0
     table = pd.read_parquet(tmp_path / "results.parquet").set_index("clients.count")
     outside = table["extrapolated"].astype(object).fillna("")  # a row inside: an empty cell
-    assert outside[16] == "clients.count 16 > 8" and outside[1] == ""
+    # (a 10 s window is too short for a steady cost: each row says so too)
+    assert outside[16] == f"clients.count 16 > 8;{loadtest.UNSETTLED}" and outside[1] == loadtest.UNSETTLED
     assert table.loc[1, "envelope.runs"] == "the reference load test"
-    assert "warning: extrapolated: 1 of 2 rows" in capsys.readouterr().err
+    assert "warning: extrapolated: 2 of 2 rows" in capsys.readouterr().err
 
 
 def test_the_sandbox_model_checks_the_fit_of_its_v2_create_path():
