@@ -30,8 +30,9 @@ headroom, only why. A shaped demand is sized at its busiest window of the run's 
 window's mean rate), a trace at its busiest minutes; for either the answer is then run through the demand's steepest
 rise, pre-warmed where it misses (``--lead``), and priced per month over the demand (experiments/whatif/peak.py).
 Each figure is the mean over ``--seeds`` with its range (least .. greatest over seeds, or with ``--uncertainty`` over
-the calibration's plausible models × seeds: experiments/uncertainty.py); cost per hour is the steady window's
-(``cost_per_hour``), per month × 730 h at one rate (24×7), the warm-up's apart (``cost_usd_warmup``).
+the calibration's plausible models × seeds: experiments/uncertainty.py); cost per hour is the steady part's, after
+the warm-up MSER-5 detects (``cost_per_hour``), per month × 730 h at one rate (24×7), the warm-up's apart
+(``cost_usd_warmup``).
 """
 
 from __future__ import annotations

@@ -233,7 +233,8 @@ def words(out: dict) -> list[str]:
     )
     lines.append(
         f"\n{out['simulations']} simulations, {out['seeds']} seeds each; ranges (low .. high) over {ranges}; "
-        "$/h: the window's mean containers × the price; headroom: 1 − the most used limit's share."
+        "$/h: the containers billed per hour after the detected warm-up × the price; headroom: 1 − the most used "
+        "limit's share."
     )
     return lines
 
