@@ -10,7 +10,8 @@ ordering. (Use ``Sim.run``, not ``env.run``: SimPy's loop does not know these en
 with a ``Handle`` whose ``cancel()`` makes the entry do nothing when its time comes (lazy deletion: nothing is searched
 for or removed, and ``call_at`` itself pays nothing for it). A per-call hot path may inline ``call_at``: while
 ``len(sim.heap) < sim.direct`` it is exactly ``heappush(sim.heap, (t, NORMAL, next(sim.ids), fn, arg))``, else call it
-(models/inputs/platform/function.py, arrivals.py).
+(models/inputs/platform/function.py and overhead.py, models/inputs/callers/arrivals.py,
+models/inputs/approaches/batching.py).
 
 Two shortcuts keep the heap small (a heap entry costs more the larger the heap: a pop and a push, 1.8 µs at 10,000
 entries, 5.6 µs at a million, on this project's bench machine; a load test holds one entry per call in flight). Each

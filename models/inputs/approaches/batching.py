@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappush
 from typing import Any, ClassVar
 
 from models.inputs.approaches.base import Approach, copies_text
@@ -23,7 +24,7 @@ from models.inputs.base import Scenario
 from models.inputs.callers.arrivals import OpenLoop
 from models.inputs.callers.clients import Load, Target
 from models.inputs.records import CallLog
-from sim.engine import Sim
+from sim.engine import NORMAL, Sim
 from sim.rng import PerClient, Streams
 from sim.scenario import param
 
@@ -159,7 +160,11 @@ class BatchedArrivals(OpenLoop):
         self._arrival(target, now)
         nxt = now + self._gap()
         if nxt < self.duration:
-            self._call_at(nxt, self._arrive_cb)
+            heap = self._heap
+            if len(heap) < self._heap_below:  # call_at, inlined
+                heappush(heap, (nxt, NORMAL, next(self._ids), self._arrive_cb, None))
+            else:
+                self._call_at(nxt, self._arrive_cb)
 
     def _arrival(self, target: int, now: float) -> None:
         items = self._items[target]

@@ -45,6 +45,9 @@ class OpenLoop(Load):
         # one target reached at once (no overhead.submit): what _arrive offers each call to
         direct = self._single and self._submit is None and self.timeouts is None
         self._direct = self.targets[0].submit if direct else None
+        # no timeouts, through the submit leg: what _arrive sends each call down (_offer and _issue, inlined)
+        self._leg = self._submit if self.timeouts is None else None
+        self._n_targets = len(self.targets)
         self._arrive_cb = self._arrive
         self._call_at = self.sim.call_at
         self._heap, self._ids, self._heap_below = self.sim.heap, self.sim.ids, self.sim.direct  # call_at inlined
@@ -78,6 +81,7 @@ class OpenLoop(Load):
     _single = False  # one target: every call goes to it
 
     _direct = None
+    _leg = None
 
     def _arrive(self, _arg: None) -> None:
         now = self.env._now
@@ -87,6 +91,15 @@ class OpenLoop(Load):
             kind = self._direct(call, self.style)
             if kind is not None:
                 self._rejected(call, kind)
+        elif self._leg is not None:  # _offer and _issue, inlined: the per-call hot path through overhead.submit
+            if self._single:
+                client = 0
+            else:
+                client = self._arrivals % self._n_targets
+                self._arrivals += 1
+            call = self._new(client, now, self.work())
+            self.outstanding += 1
+            self._leg(call)
         else:
             self._offer(now)
         nxt = now + self._gap()

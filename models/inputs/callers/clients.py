@@ -271,10 +271,10 @@ class Load:
 
     def _reach(self, call: int) -> None:
         """The call reaches its target after ``overhead.submit`` (the Function path: no connection pool)."""
-        kind = self.targets[self.log.client[call] % self._copies - self._first].submit(call, self.style)
+        kind = self.targets[self._client[call] % self._copies - self._first].submit(call, self.style)
         if kind is not None:
             if self.connections is not None:
-                self.connections.release(self.log.client[call])
+                self.connections.release(self._client[call])
             self._rejected(call, kind)
 
     def _offer(self, call: int) -> str | None:

@@ -244,12 +244,14 @@ class Function:
     def submit(self, call: int, style: int = SYNC) -> str | None:
         """Offer an input; return None if accepted, else the rejection kind."""
         now = self.env._now
-        if self.accept is not None:
-            if style == SYNC and self.n_pending[SYNC] + self.n_running[SYNC] >= self.in_system_cap:
+        accept = self.accept
+        if accept is not None:
+            n_pending = self.n_pending
+            if style == SYNC and n_pending[SYNC] + self.n_running[SYNC] >= self.in_system_cap:
                 return "queue_full"
-            if self.n_pending[style] >= self.pending_cap[style]:
+            if n_pending[style] >= self.pending_cap[style]:
                 return "queue_full"
-            if not self.accept[style].try_take(now):
+            if not accept[style].try_take(now):
                 return "rate_limited"
             self.accepted[style] += 1
         self._admit(call, style, now)
@@ -266,7 +268,8 @@ class Function:
             c = spare[-1] if spare else None
             if c is None or c.running >= self._target or c.retired:
                 c = self._container() if spare or self._max > self._target else None  # None: no container has room
-            if c is not None and (self.start_bucket is None or self.start_bucket.try_take(now)):
+            bucket = self.start_bucket
+            if c is not None and (bucket is None or bucket.try_take(now)):
                 c.running += 1
                 self._start(call, style, c, now)
                 return
@@ -352,10 +355,12 @@ class Function:
         now = self.env._now
         self.n_running[style] -= 1
         self._in_system -= 1
-        if self._in_system < self.pool.quiet_lo:
-            self.pool.poke()
+        pool = self.pool
+        if self._in_system < pool.quiet_lo:
+            pool.poke()
         pending = self.pending
-        if pending and (self.start_bucket is None or self.start_bucket.try_take(now)):
+        bucket = self.start_bucket
+        if pending and (bucket is None or bucket.try_take(now)):
             # The freed slot takes the next pending input before the caller hears back. It is the right slot:
             # with inputs pending, every other container is full (or at target, and this one is no emptier).
             nxt, nstyle = pending.popleft()
@@ -367,8 +372,8 @@ class Function:
             c.running -= 1
             if c.running == 0:
                 c.idle_since = now
-                if self.pool.asleep:
-                    self.pool.went_idle()
+                if pool.asleep:
+                    pool.went_idle()
             if not c.listed and c.running < self._target:
                 c.listed = True
                 self._spare.append(c)

@@ -25,10 +25,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from heapq import heappush
 from typing import Any
 
 from sim.dists import Constant, Dist, LogNormal
-from sim.engine import Sim
+from sim.engine import NORMAL, Sim
 from sim.rng import PerClient, Streams
 from sim.scenario import param
 
@@ -76,5 +77,17 @@ def leg(
     if isinstance(d, Constant):
         return partial(sim.line(d.x).push, fn)
     draws = PerClient(streams, f"overhead/{name}", d)
-    call_in = sim.call_in
-    return lambda call: call_in(draws[client_of[call]](), fn, call)
+    env, heap, ids, below, call_at = sim.env, sim.heap, sim.ids, sim.direct, sim.call_at
+
+    def send(call: int) -> None:
+        """``sim.call_in(draw, fn, call)``, inlined (Sim.heap): every call takes each leg."""
+        delay = draws[client_of[call]]()
+        if delay < 0:
+            raise ValueError(f"negative delay {delay}")
+        t = env._now + delay
+        if len(heap) < below:
+            heappush(heap, (t, NORMAL, next(ids), fn, call))
+        else:
+            call_at(t, fn, call)
+
+    return send
