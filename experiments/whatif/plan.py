@@ -192,12 +192,14 @@ def plan(
     whose scenario does not build with this load (``builds(config)`` raises: batching a trace, ``.map`` of open-loop
     arrivals) is skipped, and said why; if none builds, the first way's reason is the error. The ways are searched
     side by side, each round's configurations simulated together: a way that calls the Function from the fewest app
-    copies its accept and start limits admit with headroom, × GROWTH while it fails, and one more copy once it meets
-    (the cheaper wins). A failing way stops once its try costs more per hour than one that meets, or once its next
-    try would at its cost per copy so far (a failing way's pools grow with its copies), and says so."""
+    copies its accept and start limits admit with headroom, × GROWTH while it fails, then the fewest that meet by
+    bisection, and one more copy (the cheaper wins). A failing way stops once its try costs more per hour than one
+    that meets, or once its next try would at its cost per copy so far (a failing way's pools grow with its copies),
+    and says so."""
     tried: dict[str, list[Option]] = {}
     skipped: dict[str, str] = {}  # the ways that cannot take this load, and why
     pending: dict[str, int] = {}  # each way's next app copies to simulate
+    first: dict[str, int] = {}  # each way's first: the fewest copies its limits admit
     for way in ways:
         try:
             builds({**fixed, **PLAN_WAYS[way].plan_settings(1, chunk, sc)})
@@ -206,7 +208,7 @@ def plan(
             continue
         tried[way] = []
         n = fewest_copies(way, chunk, rate, sc, headroom)
-        pending[way] = MAX_COPIES if n is None else n
+        pending[way] = first[way] = MAX_COPIES if n is None else n
     while pending:
         configs = [{**fixed, **PLAN_WAYS[w].plan_settings(n, chunk, sc)} for w, n in pending.items()]
         for (way, n), e in zip(pending.items(), evaluate_all(configs), strict=True):
@@ -219,10 +221,15 @@ def plan(
         after: dict[str, int] = {}
         for way, n in pending.items():
             o, options = tried[way][-1], tried[way]
-            if not PLAN_WAYS[way].calls_function or n >= MAX_COPIES or any(t.meets for t in options[:-1]):
+            if not PLAN_WAYS[way].calls_function or n >= MAX_COPIES:
                 continue
-            if o.meets:
-                after[way] = n + 1  # one more copy may cost less (each copy's pool is sized on its own)
+            copies = {t.config["function.copies"]: t.meets for t in options}
+            least = min((c for c, meets in copies.items() if meets), default=None)
+            if least is not None:  # the fewest that meet, by bisection, then one more (it may cost less)
+                below = max((c for c, meets in copies.items() if not meets and c < least), default=first[way] - 1)
+                step = (below + least) // 2 if least - below > 1 else least + 1
+                if step not in copies and step <= MAX_COPIES:
+                    after[way] = step
             elif o.mean("cost_per_hour") > cheapest:  # more copies of it would cost more still
                 o.why += f"; stopped: it already costs more than ${cheapest:,.2f}/h, a way that meets"
             elif len(options) < TRIES and _more_copies_help(o):

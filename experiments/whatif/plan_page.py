@@ -249,7 +249,8 @@ def onset_words(o: dict | None, sized: float | None) -> list[str]:
         f"day {day:.0f} {into // 3600:02.0f}:{into % 3600 // 60:02.0f}" if o["period_h"] >= 24 else f"{o['at_s']:g} s"
     )
     lines = [
-        f"Onset: the steepest rise ({when}, {o['rises']} a period of {o['period_h']:g} h), run from {o['lead_s']:g} s "
+        f"Onset: the steepest rise ({when}; {o['rises']} like it every {_span(o['period_h'])} of the demand), run from "
+        f"{o['lead_s']:g} s "
         f"before it: p99 {first['p99_s']:.3g} s from the rise on for {o['window_s']:g} s without pre-warming: "
         + ("meets." if first["meets"] else f"misses ({first['why']}).")
     ]
@@ -269,6 +270,13 @@ def onset_words(o: dict | None, sized: float | None) -> list[str]:
     elif not o["meets"]:
         lines.append(f"Pre-warm: none found that meets it: {o.get('why', '')}.")
     return lines
+
+
+def _span(hours: float) -> str:
+    """A period in words: 168 h, 20 min, 45 s."""
+    if hours >= 1:
+        return f"{hours:,.4g} h"
+    return f"{hours * 60:,.4g} min" if hours * 60 >= 1 else f"{hours * 3600:,.4g} s"
 
 
 def _signed(usd: float) -> str:
