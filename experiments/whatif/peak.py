@@ -8,8 +8,9 @@ the pool does not grow in time, and money integrated over the demand.
   copy's ``autoscaler.min_containers`` raised from ``lead_s`` before the peak (on Modal a scheduled Function calling
   ``Function.update_autoscaler(min_containers=N)``, modal/_functions.py, on a ``modal.Cron``, and back after the
   peak), the least N that meets it (from the peak's own pool per copy, halved while it meets: at most ``PREWARM_TRIES``
-  runs). Its cost per onset is measured, the same arrivals with and without it (common random numbers), and per
-  month × the rises a period holds; a standing minimum of N (no schedule) is priced beside it.
+  runs; one whose first seed's p99 is CLEAR × past the limit is not run at its other seeds). Its cost per onset is
+  measured, the same arrivals with and without it (common random numbers), and per month × the rises a period
+  holds; a standing minimum of N (no schedule) is priced beside it.
 - **Money.** $/month is the demand's hours at each rate × the cost per steady-state hour at that rate: the answer's
   configuration simulated at the demand's levels (its distinct rates if at most ``LEVELS``, else the least, the
   median and the greatest over a period; a level within 2% of the sized rate, or the sized rate itself, is the
@@ -31,6 +32,7 @@ from models.inputs.platform.billing import HOURS_PER_MONTH
 LEAD_S = 120.0  # default: how long before the rise the run starts, and the pre-warm's lead (an assumption to state)
 PREWARM_TRIES = 3  # pre-warm sizes simulated at most after the one without
 LEVELS = 3  # a demand with more distinct rates is costed at its least, median and greatest
+CLEAR = 2.0  # an onset run whose first seed's p99 is this far past the limit is not run at the others
 
 
 def onset_point(shape: str | None, counts: np.ndarray | None) -> dict | None:
@@ -79,14 +81,20 @@ def onset(sim: Simulator, answer: dict, point: dict, p99: float, lead_s: float, 
     full = max(1, math.ceil((answer["figures"].get("containers_mean", {}).get("mean") or 1.0) / copies))
     tries: list[dict] = []
 
-    def run(*ns: int) -> list[Evaluation]:
-        evaluations = sim.evaluate_all([{**base, "autoscaler.min_containers": n} if n else base for n in ns])
+    def clear_miss(e: Evaluation) -> bool:  # on one seed: far past the limit (Simulator.evaluate_all)
+        return e.mean("added_latency_p99_s") > CLEAR * p99
+
+    def run(*ns: int, screen: bool = True) -> list[Evaluation]:
+        configs = [{**base, "autoscaler.min_containers": n} if n else base for n in ns]
+        evaluations = sim.evaluate_all(configs, clear_miss if screen else None)
         for n, e in zip(ns, evaluations, strict=True):
             check(e)
             tries.append(_try(n, e))
         return evaluations
 
-    without, e = run(0, full)  # side by side: the pre-warm's first size is simulated whether needed or not
+    # side by side, at every seed (the pre-warm's cost is the difference, same arrivals): its first size is
+    # simulated whether needed or not
+    without, e = run(0, full, screen=False)
     out = {**point, "lead_s": base["warmup_s"], "window_s": window_s, "tries": tries, "prewarm": None}
     out["meets"] = without.meets
     if without.meets:
@@ -125,6 +133,7 @@ def _try(n: int, e: Evaluation) -> dict:
         "cost_usd": e.mean("cost_usd"),
         "meets": e.meets,
         "why": e.why,
+        "seeds": e.seeds,
         "extrapolated": e.extrapolated,
     }
 

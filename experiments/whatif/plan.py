@@ -58,7 +58,9 @@ from sim.scenario import ScenarioError, flatten, to_dict
 WAYS = tuple(PLAN_WAYS)  # the ways a plan weighs, in its table's order (models/inputs/approaches)
 MAX_COPIES = 512  # the copies searched at most per way
 TRIES = 6  # configurations simulated at most per way
-GROWTH = 1.5  # a failing way's copies, times this at the next try
+GROWTH = 1.5  # a failing way's copies, times this at the next try (NEAR_GROWTH after a near miss)
+NEAR_GROWTH = 1.15
+CLEAR = 2.0  # a first seed this far past a constraint decides its configuration (plan)
 HEADROOM = 0.2
 
 
@@ -186,16 +188,20 @@ def plan(
     ways: list[str],
     fixed: dict[str, Any],
     builds: Callable[[dict[str, Any]], Any],
+    seeds: int = 1,
 ) -> tuple[dict, list[Option]]:
     """For each way its cheapest configuration that meets the constraints with headroom (or its best try and why
     not); ``evaluate_all(configs)`` simulates configurations over the seeds; ``sc`` is the user's scenario. A way
     whose scenario does not build with this load (``builds(config)`` raises: batching a trace, ``.map`` of open-loop
     arrivals) is skipped, and said why; if none builds, the first way's reason is the error. The ways are searched
     side by side, each round's configurations simulated together: a way that calls the Function from the fewest app
-    copies its accept and start limits admit with headroom, × GROWTH while it fails, then the fewest that meet by
-    bisection, and one more copy (the cheaper wins). A failing way stops once its try costs more per hour than one
+    copies its accept and start limits admit with headroom, × GROWTH while it fails (× NEAR_GROWTH after a near
+    miss), then the fewest that meet by bisection, and one more copy unless a larger count met already (the cheaper
+    wins). A failing way stops once its try costs more per hour than one
     that meets, or once its next try would at its cost per copy so far (a failing way's pools grow with its copies),
-    and says so."""
+    and says so. A configuration that on its first seed misses by far (p99 over CLEAR × the limit, or under 1/CLEAR of
+    the rate served) or costs CLEAR × one that meets is not run at its other ``seeds`` (a sequential test), and says
+    so."""
     tried: dict[str, list[Option]] = {}
     skipped: dict[str, str] = {}  # the ways that cannot take this load, and why
     pending: dict[str, int] = {}  # each way's next app copies to simulate
@@ -209,13 +215,21 @@ def plan(
         tried[way] = []
         n = fewest_copies(way, chunk, rate, sc, headroom)
         pending[way] = first[way] = MAX_COPIES if n is None else n
+    cheapest = math.inf  # the least cost per hour of an option that meets, so far
+
+    def clear_miss(e: Any) -> bool:  # on one seed: far past a limit, or far dearer than one that meets
+        p99_far = (e.mean("added_latency_p99_s") or 0.0) > CLEAR * p99
+        return p99_far or e.mean("calls_served_per_s") < rate / CLEAR or e.mean("cost_per_hour") > CLEAR * cheapest
+
     while pending:
         configs = [{**fixed, **PLAN_WAYS[w].plan_settings(n, chunk, sc)} for w, n in pending.items()]
-        for (way, n), e in zip(pending.items(), evaluate_all(configs), strict=True):
+        for (way, n), e in zip(pending.items(), evaluate_all(configs, clear_miss), strict=True):
             o = option_of(way, e, n, chunk, rate, sc)
             verdict(o, rate, p99, p50, headroom)
             if n == MAX_COPIES and fewest_copies(way, chunk, rate, sc, headroom) is None:
                 o.why = f"more than {MAX_COPIES} copies needed for the accept and start limits; " + o.why
+            if e.seeds < seeds:
+                o.why += f" (on {e.seeds} seed: clear at its first)"
             tried[way].append(o)
         cheapest = min((o.mean("cost_per_hour") for t in tried.values() for o in t if o.meets), default=math.inf)
         after: dict[str, int] = {}
@@ -227,13 +241,15 @@ def plan(
             least = min((c for c, meets in copies.items() if meets), default=None)
             if least is not None:  # the fewest that meet, by bisection, then one more (it may cost less)
                 below = max((c for c, meets in copies.items() if not meets and c < least), default=first[way] - 1)
-                step = (below + least) // 2 if least - below > 1 else least + 1
-                if step not in copies and step <= MAX_COPIES:
+                more = max(copies) > least  # a larger count met already: it said whether more copies cost less
+                step = (below + least) // 2 if least - below > 1 else None if more else least + 1
+                if step is not None and step not in copies and step <= MAX_COPIES:
                     after[way] = step
             elif o.mean("cost_per_hour") > cheapest:  # more copies of it would cost more still
                 o.why += f"; stopped: it already costs more than ${cheapest:,.2f}/h, a way that meets"
             elif len(options) < TRIES and _more_copies_help(o):
-                bigger = min(MAX_COPIES, max(n + 1, math.ceil(n * GROWTH)))
+                near = not clear_miss(o)  # a near miss: a small step
+                bigger = min(MAX_COPIES, max(n + 1, math.ceil(n * (NEAR_GROWTH if near else GROWTH))))
                 guess = o.mean("cost_per_hour") / n * bigger  # a failing way's pools grow with its copies
                 if guess > cheapest:
                     o.why += (
@@ -350,7 +366,9 @@ class Plan(Search):
         evaluations = 3 + 2 * 3 * len(ways) // 5 + (2 + PREWARM_TRIES if point else 0)
         size_search(sim, "plan", evaluations, [fixed])
         sim.expect(sim.seeds * evaluations)
-        out, every = plan(sim.evaluate_all, sim.sc, sized, args.p99, p50, headroom, chunk, ways, fixed, sim.builds)
+        out, every = plan(
+            sim.evaluate_all, sim.sc, sized, args.p99, p50, headroom, chunk, ways, fixed, sim.builds, sim.seeds
+        )
         best = out["answer"]
         if best and point:  # the demand, not one rate: its onset, and money over it
             window_s = sim.sc.duration_s - sim.sc.warmup_s

@@ -53,6 +53,7 @@ class Evaluation:
     meets: bool = False
     why: str = ""
     extrapolated: list[str] = field(default_factory=list)  # where any of its runs left the calibrated envelope
+    seeds: int = 0  # the seeds it was run at (fewer than asked: a clear miss at its first, Simulator.evaluate_all)
 
     def settings(self) -> dict:
         """The configuration's autoscaler and function keys (what a question varies)."""
@@ -90,21 +91,35 @@ class Simulator:
     def evaluate(self, config: dict[str, Any]) -> Evaluation:
         return self.evaluate_all([config])[0]
 
-    def evaluate_all(self, configs: list[dict[str, Any]]) -> list[Evaluation]:
+    def evaluate_all(
+        self, configs: list[dict[str, Any]], clear_miss: Callable[[Evaluation], bool] | None = None
+    ) -> list[Evaluation]:
         """Configurations simulated over the seeds, every run in the pool at once (the cores kept busy across
-        configurations); the same numbers as one at a time."""
-        jobs = []
-        for config in configs:
-            settings = [*self.sets, *(f"{k}={v}" for k, v in config.items())]
-            jobs += [(self.scenario, settings, self.params, s) for s in range(self.seeds)]
+        configurations); the same numbers as one at a time. With ``clear_miss``, each is first run at its first
+        seed, and one that misses by far there (``clear_miss`` of that seed's evaluation) is not run at the others:
+        its figures are that seed's (``Evaluation.seeds`` 1), as a sequential test stops once the answer is clear."""
+        if clear_miss is None or self.seeds == 1:
+            runs = self._runs([(c, s) for c in configs for s in range(self.seeds)])
+            return [_evaluation(c, runs[i * self.seeds : (i + 1) * self.seeds]) for i, c in enumerate(configs)]
+        first = self._runs([(c, 0) for c in configs])
+        screened = [_evaluation(c, [r]) for c, r in zip(configs, first, strict=True)]
+        rest = [i for i, e in enumerate(screened) if not clear_miss(e)]
+        more = self._runs([(configs[i], s) for i in rest for s in range(1, self.seeds)])
+        for j, i in enumerate(rest):
+            screened[i] = _evaluation(configs[i], [first[i], *more[j * (self.seeds - 1) : (j + 1) * (self.seeds - 1)]])
+        return screened
+
+    def _runs(self, jobs: list[tuple[dict[str, Any], int]]) -> list[dict]:
+        """The runs of (configuration, seed) pairs, in order, counted on the progress bar."""
+        todo = [(self.scenario, [*self.sets, *(f"{k}={v}" for k, v in c.items())], self.params, s) for c, s in jobs]
         runs = []
-        for r in self.pool.map(_run, jobs) if self.pool else map(_run, jobs):
+        for r in self.pool.map(_run, todo) if self.pool else map(_run, todo):
             runs.append(r)
             self.runs += 1
             if self.bar.total is not None and self.runs > self.bar.total:
                 self.bar.total = self.runs
             self.bar.update()
-        return [_evaluation(c, runs[i * self.seeds : (i + 1) * self.seeds]) for i, c in enumerate(configs)]
+        return runs
 
     def close(self) -> None:
         self.bar.close()
@@ -113,7 +128,7 @@ class Simulator:
 
 
 def _evaluation(config: dict[str, Any], runs: list[dict]) -> Evaluation:
-    e = Evaluation(dict(config))
+    e = Evaluation(dict(config), seeds=len(runs))
     for k in METRICS:
         vals = [r[k] for r in runs if r.get(k) is not None]
         e.metrics[k] = _mean_ci(vals) if len(vals) == len(runs) else (None, None)
