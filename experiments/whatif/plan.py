@@ -53,6 +53,7 @@ from models.inputs.approaches import ALIASES, PLAN_WAYS
 from models.inputs.callers.demand import parse_shape
 from models.inputs.platform.billing import HOURS_PER_MONTH
 from models.runs import build_scenario, warn_extrapolated
+from sim.guard import OverBudget
 from sim.scenario import ScenarioError, flatten, to_dict
 
 WAYS = tuple(PLAN_WAYS)  # the ways a plan weighs, in its table's order (models/inputs/approaches)
@@ -376,10 +377,15 @@ class Plan(Search):
             demand = rates(rate, shape, counts)
             out["month"] = month(sim, best, sized, demand, out["onset"]["prewarm"], point)
         if args.uncertainty and best:  # the answer under every plausible model: its ranges
-            u = robustness(sim, {"chosen": {"config": best["config"]}}, None, args.jobs)
-            for k, r in u["ranges"].items():  # (the answer's row of the table too)
-                best["figures"][k] = {"mean": r["central"], "low": r["low"], "high": r["high"]}
-            best["uncertainty"] = u
+            try:
+                u = robustness(sim, {"chosen": {"config": best["config"]}}, None, args.jobs)
+            except OverBudget as e:  # the plan stands; its ranges are missing, and it says why
+                best["uncertainty_missing"] = f"--uncertainty: a plausible model's run went past its budget ({e})"
+                print(f"warning: {best['uncertainty_missing']}: the plan has no ranges", file=sys.stderr)
+            else:
+                for k, r in u["ranges"].items():  # (the answer's row of the table too)
+                    best["figures"][k] = {"mean": r["central"], "low": r["low"], "high": r["high"]}
+                best["uncertainty"] = u
         out.update(demand=demand_label(rate, shape, window, args.trace), window=window, sized_rate=sized)
         return out, every
 

@@ -200,6 +200,8 @@ def words(out: dict) -> list[str]:
     lines += month_words(month)
     if a and a["extrapolated"]:
         lines.append("Outside the calibration (extrapolated): " + "; ".join(a["extrapolated"]) + ".")
+    if a and "uncertainty_missing" in a:
+        lines.append(f"No ranges: {a['uncertainty_missing']}.")
     lines += [
         "",
         "| way | configuration | meets | calls/s | p99 added (s) | containers | $/h | $/month 24×7 | binds "
@@ -308,7 +310,12 @@ def page(out: dict, every: list[Any], path: Path) -> Path:
     per_limit = next((f"<p>{html.escape(x)}</p>" for x in lines if x.startswith("Headroom per limit")), "")
     demand = "".join(f"<p>{html.escape(x)}</p>" for x in onset_words(out.get("onset"), out.get("sized_rate")))
     demand += "".join(f"<p>{html.escape(x)}</p>" for x in month_words(out.get("month")))
-    flags = flags_html(a["extrapolated"], "the answer") + ranges_html(a.get("uncertainty")) if a else ""
+    missing = (
+        f'<p class="no">{html.escape(a["uncertainty_missing"])}: no ranges.</p>'
+        if a and "uncertainty_missing" in a
+        else ""
+    )
+    flags = flags_html(a["extrapolated"], "the answer") + (missing or ranges_html(a.get("uncertainty"))) if a else ""
     head = f'<meta charset="utf-8"><title>Capacity plan</title><style>{STYLE}</style>'
     body = f"""<!doctype html><html><head>{head}</head><body><h1>Capacity plan</h1><p>{html.escape(lines[0])}</p>{box}
 {per_limit}{flags}{f"<h2>The demand: its onset and its month</h2>{demand}{_levels(out.get('month'))}" if demand else ""}
