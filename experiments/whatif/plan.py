@@ -48,7 +48,14 @@ from typing import Any
 from experiments.whatif.base import P99, RATE, SHAPE, Flag, Search, positive, print_answer
 from experiments.whatif.peak import LEAD_S, PREWARM_TRIES, month, onset, onset_point, rates
 from experiments.whatif.plan_page import page, words
-from experiments.whatif.search import Simulator, busiest_minutes, peak_window, robustness, size_search
+from experiments.whatif.search import (
+    Simulator,
+    busiest_minutes,
+    latency_ok,
+    peak_window,
+    robustness,
+    size_search,
+)
 from models.inputs.approaches import ALIASES, PLAN_WAYS
 from models.inputs.callers.demand import parse_shape
 from models.inputs.platform.billing import HOURS_PER_MONTH
@@ -378,7 +385,8 @@ class Plan(Search):
             out["month"] = month(sim, best, sized, demand, out["onset"]["prewarm"], point)
         if args.uncertainty and best:  # the answer under every plausible model: its ranges
             try:
-                u = robustness(sim, {"chosen": {"config": best["config"]}}, None, args.jobs)
+                check = latency_ok(args.p99, sized)  # whether it still meets the target at the ranges' worst end
+                u = robustness(sim, {"chosen": {"config": best["config"]}}, check, args.jobs)
             except OverBudget as e:  # the plan stands; its ranges are missing, and it says why
                 best["uncertainty_missing"] = f"--uncertainty: a plausible model's run went past its budget ({e})"
                 print(f"warning: {best['uncertainty_missing']}: the plan has no ranges", file=sys.stderr)

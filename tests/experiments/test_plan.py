@@ -202,3 +202,15 @@ def test_a_plan_for_a_trace_is_sized_on_its_busiest_minutes():
     assert out["window"]["start_s"] == 60 * int(np.argmax(two))
     assert out["rate"] == pytest.approx(two.max() / 120)
     assert out["answer"]["way"] == "remote" and out["answer"]["config"]["trace.start_minute"] == int(np.argmax(two))
+
+
+@pytest.mark.slow
+def test_the_plans_answer_under_every_plausible_model_says_whether_it_still_holds(tmp_path):
+    out = api.whatif("plan", uncertainty=True, **_options([*PLAN, "--ways", "remote", "--out", str(tmp_path)]))
+    u = out["answer"]["uncertainty"]
+    assert u["models"] > 1 and "holds" in u and u["why"]
+    for k, r in u["ranges"].items():  # the answer's row carries the ranges
+        assert out["answer"]["figures"][k] == {"mean": r["central"], "low": r["low"], "high": r["high"]}
+        assert r["low"] <= r["central"] <= r["high"]
+    page = (tmp_path / "plan.html").read_text()
+    assert "plausible models of the calibration" in page and "At the ranges' worst end" in page
