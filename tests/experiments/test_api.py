@@ -81,7 +81,7 @@ def test_a_run_says_what_the_command_says(capsys):
 
 @pytest.mark.slow
 def test_whatif_prints_and_returns_what_the_command_says_on_stderr(capsys):
-    sets = {"duration_s": 60, "envelope.containers": 1}  # an envelope the answer must leave
+    sets = {"duration_s": 60, "warmup_s": 10, "envelope.containers": 1}  # an envelope the answer must leave
     answer = api.whatif("capacity", rate=200, p99=2, seeds=1, jobs=1, set=sets)
     warning = "warning: extrapolated (the chosen configuration): containers_peak"
     assert any(line.startswith(warning) for line in answer["messages"])
