@@ -47,7 +47,7 @@ from typing import Any
 
 from experiments.whatif.base import P99, RATE, SHAPE, Flag, Search, positive, print_answer
 from experiments.whatif.peak import LEAD_S, PREWARM_TRIES, month, onset, onset_point, rates
-from experiments.whatif.plan_page import page, words
+from experiments.whatif.plan_page import demand_label, described, page, words
 from experiments.whatif.search import (
     Simulator,
     busiest_minutes,
@@ -59,9 +59,9 @@ from experiments.whatif.search import (
 from models.inputs.approaches import ALIASES, PLAN_WAYS
 from models.inputs.callers.demand import parse_shape
 from models.inputs.platform.billing import HOURS_PER_MONTH
-from models.runs import build_scenario, warn_extrapolated
+from models.runs import warn_extrapolated
 from sim.guard import OverBudget
-from sim.scenario import ScenarioError, flatten, to_dict
+from sim.scenario import ScenarioError
 
 WAYS = tuple(PLAN_WAYS)  # the ways a plan weighs, in its table's order (models/inputs/approaches)
 MAX_COPIES = 512  # the copies searched at most per way
@@ -163,14 +163,6 @@ def _s(value: float, limit: float) -> str:
         if float(text) != limit:
             return text + " s"
     return f"{value!r} s"
-
-
-def demand_label(rate: float, shape: str, window: dict | None, trace: str | None = None) -> str:
-    if trace is not None:
-        return f"the trace {trace}, sized on {window['said']}"
-    if parse_shape(shape).kind == "steady":
-        return f"{rate:,.0f} calls/s"
-    return f"{rate:,.0f} calls/s × {shape}, sized on {window['said']}" if window else f"{rate:,.0f} calls/s × {shape}"
 
 
 def option_of(way: str, e: Any, copies: int, chunk: int, rate: float, sc: Any) -> Option:
@@ -309,15 +301,6 @@ def _more_copies_help(o: Option) -> bool:
     """Whether more copies could make a failing option meet: not when the workspace's cap is what it misses (every
     copy shares it)."""
     return o.use.get("workspace_cap", 0.0) <= 1.0
-
-
-def described(sc: Any) -> dict[str, Any]:
-    """The Function as the user described it: every scenario key whose value differs from the model's default (its
-    name and words left out)."""
-    mine = flatten(to_dict(sc))
-    default = flatten(to_dict(build_scenario({"model": sc.model})))
-    skip = ("name", "description", "source")
-    return {k: v for k, v in mine.items() if k not in skip and (k not in default or default[k] != v)}
 
 
 def _is_number(text: str) -> bool:

@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING, Any
 from experiments.plots import LIMIT_COLOURS, WAY_COLOURS, fit_ylim, pyplot
 from experiments.whatif.pages import STYLE, flags_html, html_table, ranges_html
 from models.inputs.approaches import PLAN_WAYS
+from models.inputs.callers.demand import parse_shape
+from models.runs import build_scenario
 from sim import files
+from sim.scenario import flatten, to_dict
 
 if TYPE_CHECKING:
     import matplotlib.pyplot as plt
@@ -167,6 +170,23 @@ def headroom_text(row: dict) -> str:
     if use[k] > 1:
         return f"none: {k} at {use[k]:,.0%}"
     return f"{1 - use[k]:.0%} ({k})"
+
+
+def demand_label(rate: float, shape: str, window: dict | None, trace: str | None = None) -> str:
+    if trace is not None:
+        return f"the trace {trace}, sized on {window['said']}"
+    if parse_shape(shape).kind == "steady":
+        return f"{rate:,.0f} calls/s"
+    return f"{rate:,.0f} calls/s × {shape}, sized on {window['said']}" if window else f"{rate:,.0f} calls/s × {shape}"
+
+
+def described(sc: Any) -> dict[str, Any]:
+    """The Function as the user described it: every scenario key whose value differs from the model's default (its
+    name and words left out)."""
+    mine = flatten(to_dict(sc))
+    default = flatten(to_dict(build_scenario({"model": sc.model})))
+    skip = ("name", "description", "source")
+    return {k: v for k, v in mine.items() if k not in skip and (k not in default or default[k] != v)}
 
 
 def words(out: dict) -> list[str]:
