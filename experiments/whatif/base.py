@@ -66,6 +66,8 @@ class Question:
 class Search(Question):
     """A question answered by search over simulations of one scenario (experiments/whatif/search.py)."""
 
+    side_by_side: ClassVar[int] = 1  # configurations its search simulates at once (the runs a round can keep busy)
+
     shape: ClassVar[str] = "steady"  # the default --shape
 
     def ask(self, args: argparse.Namespace) -> int:
@@ -75,9 +77,8 @@ class Search(Question):
         except ValueError as e:
             raise ScenarioError(f"--shape: {e}") from None
         sets = [*self.defaults, *args.sets]
-        sim = Simulator(
-            args.scenario or self.scenario, sets, args.params, args.seeds, cap_jobs(PROG, args.jobs, args.seeds)
-        )
+        jobs = cap_jobs(PROG, args.jobs, args.seeds * self.side_by_side)
+        sim = Simulator(args.scenario or self.scenario, sets, args.params, args.seeds, jobs)
         sim.user_sets = list(args.sets)
         try:
             out, every = self.search(args, sim, shape)

@@ -314,6 +314,7 @@ class Plan(Search):
     """Every way past the limits compared, and the cheapest that meets the constraints (this module's docstring)."""
 
     name = "plan"
+    side_by_side = len(WAYS)  # its ways' configurations, each round
     flags = (
         RATE,
         P99,
