@@ -92,6 +92,7 @@ FILE_CASES = [
     ("calibration.fit", ["--out", "{dir}"], "is a folder, not a file"),
     ("calibration.fit", ["sandboxes", "--out", "/proc/none/x.toml"], "cannot create"),
     ("experiments.bench", ["--repeat", "-5"], "--repeat"),
+    ("experiments.bench", ["--only", "loadtests,nope"], "--only"),
 ]
 
 

@@ -96,15 +96,19 @@ def test_human_output_for_every_model(capsys, args, shows):
 
 @pytest.mark.slow
 def test_bench_quick_runs():
-    r = cli("experiments.bench", "--quick", "--repeat", "1", "--json")
+    r = cli("experiments.bench", "--quick", "--repeat", "1", "--json", "--only", "loadtests,mmc,startup,waits")
     assert r.returncode == 0, r.stderr
     figures = json.loads(r.stdout)
-    bench = __import__("experiments.bench").bench
+    from experiments.bench import sections as bench
+
+    assert set(figures) == {"loadtests", "mmc", "mmc_100", "startup_s", "waits"}  # --only: those sections alone
+    # each of the waits ran, in its smaller quick form, to its end
+    assert {name: f["exit"] for name, f in figures["waits"].items()} == {w[0]: 0 for w in bench.WAITS}
     assert set(figures["loadtests"]) == set(bench.LOADTESTS)
     assert set(figures["startup_s"]) == {" ".join(argv[1:]) for argv in bench.STARTUP}
     assert all(0 < wall < 120 for wall in figures["startup_s"].values())  # measured (a guard, not a speed limit)
     mmc = figures["mmc"]
-    # the bench's quick M/M/c run (experiments/bench.py: horizon 2,000 s, no warm-up, no drain, seed 0) served
+    # the bench's quick M/M/c run (experiments/bench/sections.py: horizon 2,000 s, no warm-up, no drain, seed 0) served
     # exactly the customers the same scenario run here serves, and its ratio is of the two rates it reports
     import math
 
@@ -116,6 +120,16 @@ def test_bench_quick_runs():
     assert math.isfinite(mmc["ratio"]) and mmc["ratio"] > 0
     rates = mmc["model_customers_per_wall_s"] / mmc["heapq_customers_per_wall_s"]
     assert mmc["ratio"] == pytest.approx(rates, abs=1e-3)  # both rates are rounded to integers, the ratio to 0.001
+
+
+def test_simfaas_yardstick_runs_its_readme_example():
+    # SimFaaS itself (the bench extra), shorter: Poisson 0.9/s for 2,000 s, about 1,800 requests, few cold starts
+    from experiments.bench.yardsticks import simfaas_example
+
+    ref = simfaas_example(2000.0)
+    assert ref is not None, "SimFaaS is in the dev extras (pyproject.toml: bench)"
+    assert abs(ref["calls"] - 1800) < 5 * 1800**0.5
+    assert 0 < ref["cold_start_probability"] < 0.05 and 0 < ref["inputs_running_mean"] < 10
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
 """What importing the packages and asking a command for its ``--help`` load: none of the heavy libraries (pandas,
 scipy, matplotlib, dask), which the work that needs them imports where it is done; the notebook API and the
 ``--help`` of the commands that serve every model (run, sweep, compare) not even the models. The import graph, not
-the time: the time is the bench's (experiments/bench.py ``startup``)."""
+the time: the time is the bench's (experiments/bench/sections.py ``startup``)."""
 
 from __future__ import annotations
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.bench import SIMFAAS
+from experiments.bench.sections import SIMFAAS
 from models.inputs import loadtest
 from tests.support import preset
 
-# SimFaaS's README example (experiments/bench.py), shorter: scaling per request on a 0.05 s grid
+# SimFaaS's README example (experiments/bench/sections.py), shorter: scaling per request on a 0.05 s grid
 PER_REQUEST = [s for s in SIMFAAS if not s.startswith("duration_s")]
 CASES = [
     ("loadtest-spawn", []),

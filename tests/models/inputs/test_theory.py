@@ -26,10 +26,10 @@ def test_mmc_mean_wait_matches_erlang_c(lam, c, recursion, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize("reference", ["heapq_mmc", "simpy_mmc", "engine_mmc"])
 def test_bench_reference_queues_are_mmc(reference):
-    # the speed bench's yardsticks (experiments/bench.py) are M/M/c queues: a ratio against them means something
-    from experiments import bench
+    # the speed bench's yardsticks (experiments/bench/yardsticks.py) are M/M/c queues: a ratio to them means something
+    from experiments.bench import yardsticks
 
-    queue = getattr(bench, reference)
+    queue = getattr(yardsticks, reference)
     waits = [queue(8.0, 10, 1.0, 6000.0, seed)[1] for seed in range(12)]
     mean, half = ci95(waits)
     theory = erlang_c_wait(8.0, 1.0, 10)
