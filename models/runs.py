@@ -11,7 +11,7 @@ from typing import Any
 
 from models.presets import resolve
 from models.registry import MODELS, model_of
-from sim.guard import BUDGET_ENV, EVENT_FLOOR, MEMORY_BUDGET, Budget, Guard, OverBudget, budget_factor
+from sim.guard import BUDGET_ENV, EVENT_FLOOR, MEMORY_BUDGET, RUN_MARGIN, Budget, Guard, OverBudget, budget_factor
 from sim.model import Estimate, Parts
 from sim.scenario import ScenarioError, build
 
@@ -28,10 +28,11 @@ def load_scenario(name: str, sets: list[str] = (), params: list[str] = ()) -> An
 
 
 def check_size(sc: Any) -> Budget:
-    """Refuse, before it starts, a run larger than its model's budget (times SCALESIM_BUDGET) in size, events or
-    memory, by its estimate (sim/model.py ``Estimate``): bad input, exit 2. Returns the budget it runs under: its
-    estimated events (at least EVENT_FLOOR) and MEMORY_BUDGET, each times SCALESIM_BUDGET where that is above 1 (a
-    factor below 1 shrinks what may start, not what a run that started may use)."""
+    """Refuse, before it starts, a run larger than its model's budget (times SCALESIM_BUDGET) in size, expected events
+    or memory, by its estimate (sim/model.py ``Estimate``): bad input, exit 2. Returns the budget it runs under:
+    RUN_MARGIN times its expected events and worst-case allowance (at least EVENT_FLOOR), at most the model's budget
+    of events, and MEMORY_BUDGET, each times SCALESIM_BUDGET where that is above 1 (a factor below 1 shrinks what may
+    start, not what a run that started may use)."""
     model = MODELS[sc.model]
     factor = budget_factor()
     raise_how = f"raise the budget with {BUDGET_ENV}=<factor> (e.g. {BUDGET_ENV}=10)"
@@ -39,11 +40,13 @@ def check_size(sc: Any) -> Budget:
     size = Estimate.total(est.size)
     _refuse("run size", est.size, model.budget * factor, model.unit, raise_how)
     events = Estimate.total(est.events) or model.events_per_unit * size
-    _refuse("run events", est.events, model.events_per_unit * model.budget * factor, "events", raise_how)
+    most = model.events_per_unit * model.budget
+    _refuse("run events", est.events, most * factor, "events", raise_how)
     _refuse("run memory", est.memory, MEMORY_BUDGET * factor, "bytes", raise_how)
     grow = max(1.0, factor)
-    limit = max(EVENT_FLOOR, events) * grow
-    _refuse("events each simulated second", est.per_second, limit, "events", raise_how, "this run's whole budget")
+    limit = min(most, max(EVENT_FLOOR, RUN_MARGIN * (events + Estimate.total(est.allowance)))) * grow
+    whole = max(EVENT_FLOOR, events) * grow
+    _refuse("events each simulated second", est.per_second, whole, "events", raise_how, "this run's expected events")
     return Budget(
         limit,
         MEMORY_BUDGET * grow,

@@ -27,6 +27,10 @@ from sim.errors import ScenarioError
 BUDGET_ENV = "SCALESIM_BUDGET"  # a factor on every budget (a run's size, events, memory; a sweep's)
 MEMORY_BUDGET = 2 * 2**30  # bytes a run may hold (its estimate before, its process's resident memory as it runs)
 EVENT_FLOOR = 2**19  # events any run may process, however small its estimate (about 3 s of wall time)
+# An estimate counts the events a run is expected to process, not a bound on them (a plan's overloaded candidate
+# processed 2% more than its estimate): a run is stopped as it runs only past this many times its estimate (with its
+# worst-case allowance), where it grows in a way the estimate did not foresee (a retry storm).
+RUN_MARGIN = 2.0
 # A run whose clock does not move over this many events (2^25, about a minute of wall time) has stopped making
 # progress: a time step below the clock's resolution, or a loop of zero delays. More than any legitimate burst at one
 # instant: the run-size budgets (models/runs.py) allow at most 10 million calls or 20 million sandboxes a run.

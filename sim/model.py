@@ -113,12 +113,15 @@ class Estimate:
     to build costs about as much as 200 calls); ``events``: the events it may process, the budget it runs under
     (none: the model's ``events_per_unit`` per unit of size); ``memory``: the bytes it may hold at once;
     ``per_second``: the events it spends each simulated second whatever its load (a control loop's), refused when
-    one second's are more than its whole budget."""
+    one second's are more than its whole budget; ``allowance``: the events it may process beyond those it expects in
+    the worst case its scenario allows (every call in flight retrying all run long), not refused before it starts but
+    within what it may process as it runs (models/runs.py ``check_size``)."""
 
     size: Parts
     events: Parts = field(default_factory=dict)
     memory: Parts = field(default_factory=dict)
     per_second: Parts = field(default_factory=dict)
+    allowance: Parts = field(default_factory=dict)
 
     @staticmethod
     def total(parts: Parts) -> float:

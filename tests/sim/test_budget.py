@@ -15,7 +15,8 @@ from experiments.whatif.capacity import MIN_ARRIVALS
 from models.registry import MODELS
 from models.runs import check_size, load_scenario, run_scenario
 from sim.engine import Sim
-from sim.guard import SAMPLE, Budget, Guard, OverBudget
+from sim.guard import EVENT_FLOOR, RUN_MARGIN, SAMPLE, Budget, Guard, OverBudget
+from sim.model import Estimate
 from sim.scenario import ScenarioError
 from tests.support import ROOT, one_line, run_module
 
@@ -70,6 +71,26 @@ def test_a_run_whose_estimate_is_over_budget_is_refused_before_it_starts(name, s
     with pytest.raises(ScenarioError) as e:
         check_size(load_scenario(name, sets))
     assert what in str(e.value) and "SCALESIM_BUDGET" in str(e.value), e.value
+
+
+def test_a_run_may_process_more_than_its_estimate_up_to_the_margin_but_never_past_its_models_budget():
+    # an estimate is what a run is expected to process: an overloaded candidate of a plan processed 2% more (it was
+    # stopped, and the plan with it, when the running budget was the estimate itself)
+    sc = load_scenario("loadtest-remote", ["function.max_inputs=100", "work=constant(2)", "load=arrivals"])
+    est = MODELS[sc.model].estimate(sc)
+    expected = Estimate.total(est.events) + Estimate.total(est.allowance)
+    assert check_size(sc).events == max(EVENT_FLOOR, RUN_MARGIN * expected)
+    big = load_scenario("loadtest-remote", ["load=arrivals", "arrivals.rate=40000", "duration_s=200"])
+    model = MODELS[big.model]
+    assert check_size(big).events == model.events_per_unit * model.budget
+
+
+def test_the_worst_cases_retries_are_an_allowance_within_the_running_budget_not_a_refusal():
+    # 800 clients x 1,000 requests in flight: 800,000 calls that may each retry; it ran in 10.9M events, while its
+    # worst case (every call in flight trying about 32 times) would be 5.1e7 events
+    sc = load_scenario("loadtest-server", ["clients.count=800"])
+    est = MODELS[sc.model].estimate(sc)
+    assert Estimate.total(est.allowance) > 5e7 and check_size(sc).events >= 1e7
 
 
 def test_a_trace_is_sized_by_the_minutes_it_draws_whole(tmp_path):

@@ -5,10 +5,11 @@ The size, in calls, is what the run simulates: its calls (ideal calls/s × durat
 drawn: every minute that starts within the run, whole; plus the calls in flight at the start), and what costs as much as
 calls without being calls: the extra candidates a varying arrival rate draws and thins (a quarter of a call each), the
 app copies to build (``COPY_CALLS`` each) and the containers its pools hold (``CONTAINER_CALLS`` each: every decision
-looks at them). The events it may process: ``EVENTS_PER_CALL`` per call of that size, plus each call in flight's retries
-(``RETRY_EVENTS``, with a ``clients.retry`` policy or ``.map``; and a spike's extra arrivals, each trying again at its
-policy's slowest for the rest of the run) and every scaling decision an autoscaled pool could make (one per
-``autoscaler.interval_s``). The memory: what the calls in flight at once, the app copies and the containers hold."""
+looks at them). The events it is expected to process: ``EVENTS_PER_CALL`` per call of that size, plus every scaling
+decision an autoscaled pool could make (one per ``autoscaler.interval_s``); and its worst case's allowance beyond them
+(sim/model.py ``Estimate.allowance``): each call in flight's retries (``RETRY_EVENTS``, with a ``clients.retry`` policy
+or ``.map``; and a spike's extra arrivals, each trying again at its policy's slowest for the rest of the run), and
+tries that time out. The memory: what the calls in flight at once, the app copies and the containers hold."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import math
 
 from models.inputs.approaches import APPROACHES
 from models.inputs.base import Scenario
-from sim.model import Estimate
+from sim.model import Estimate, Parts
 
 CANDIDATE_CALLS = 0.25  # a thinning candidate's cost, in calls (a draw and a test, no event)
 COPY_CALLS = 200.0  # an app copy's cost to build, in calls (its Function, limits and random streams: ~0.3 ms)
@@ -54,20 +55,21 @@ def estimate(sc: Scenario) -> Estimate:
     )
     horizon = sc.duration_s + sc.drain_s
     events = {"calls": (EVENTS_PER_CALL * Estimate.total(size), "make the run smaller")}
+    allowance: Parts = {}  # the worst case's retries: within the running budget, not refused up front
     if sc.clients.retry != "none" or (closed and sc.clients.api == "map"):
         in_flight = at_start if closed else sc.arrivals.rate * sc.work.mean if sc.load == "arrivals" else 0.0
-        events["retries"] = (RETRY_EVENTS * in_flight, "fewer calls in flight")
+        allowance["retries"] = (RETRY_EVENTS * in_flight, "fewer calls in flight")
         spike = sc.arrivals.profile.trigger() if sc.load == "arrivals" else None
         if spike:  # a spike's extra arrivals may all wait to retry (the callers' orbit) for the rest of the run
             extra = sc.arrivals.rate * max(0.0, sc.arrivals.profile.peak() - 1.0) * (spike[1] - spike[0])
             tries = horizon / _slowest_retry(sc) if sc.clients.retry != "none" else 0.0
-            events["a spike's retries"] = (extra * min(tries, 1e12), "a smaller spike, or a slower retry policy")
+            allowance["a spike's retries"] = (extra * min(tries, 1e12), "a smaller spike, or a slower retry policy")
     if sc.clients.timeout_s and sc.clients.retry != "none":
         # every call out may time out and try again all run long, each try a new input (its own events) whose
         # abandoned predecessor still runs
         in_flight = at_start if closed else sc.arrivals.rate * sc.work.mean if sc.load == "arrivals" else 0.0
         tries = horizon / sc.clients.timeout_s  # a try that times out lasts timeout_s
-        events["timed-out tries"] = (
+        allowance["timed-out tries"] = (
             EVENTS_PER_CALL * in_flight * min(tries, 1e12),
             "lengthen clients.timeout_s, or give up sooner (clients.max_attempts)",
         )
@@ -78,7 +80,7 @@ def estimate(sc: Scenario) -> Estimate:
         "app copies": (pools * COPY_BYTES if approach.calls_function else 0.0, "lower function.copies"),
         "containers": (containers * CONTAINER_BYTES, "fewer containers"),
     }
-    return Estimate(size, events, memory)
+    return Estimate(size, events, memory, allowance=allowance)
 
 
 def size(sc: Scenario) -> float:
