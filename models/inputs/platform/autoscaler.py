@@ -465,17 +465,19 @@ class DecisionGrid:
         self.points = [phase]
 
     def at_or_after(self, target: float, now: float) -> float:
-        """The first grid point ≥ ``target`` (≥ ``now``, the clock: earlier points are not asked for again)."""
+        """The first grid point ≥ ``target`` (≥ ``now``, the clock: earlier points are not asked for again, so a
+        chunk wholly before it is summed, to carry the sum on, but not kept)."""
         points = self.points
         if target > points[-1]:
             kept = points[bisect_left(points, now) :]
             last = points[-1]
+            steps = np.full(self.CHUNK, self.interval)
             while target > last:
-                steps = np.full(self.CHUNK, self.interval)
                 steps[0] = last + self.interval
-                more = np.add.accumulate(steps).tolist()
-                kept += more
-                last = more[-1]
+                chunk = np.add.accumulate(steps)
+                last = float(chunk[-1])
+                if last >= now:
+                    kept += chunk.tolist()
             self.points = points = kept
         return points[bisect_left(points, target)]
 
