@@ -80,7 +80,12 @@ def test_a_bad_token_is_one_line_exit_2_and_leaves_no_app(standin, tmp_path: Pat
 def test_a_sweep_on_modal_gives_the_rows_of_jobs_1(standin, tmp_path: Path) -> None:
     """``--executor modal`` ships presets with the code (``add_local_python_source``'s default ``ignore`` keeps only
     ``.py`` files: every row was "unknown preset"), runs an ephemeral app's ``starmap`` and writes the same rows."""
-    argv = ["--quick", "--no-report"]  # the default spec's reduced version: 30 rows
+    spec = tmp_path / "tiny.toml"  # four rows of a preset (the default spec's quick version has 30: no more found)
+    spec.write_text(
+        'name = "tiny"\ndescription = "Two small load tests"\nseeds = 2\nscale = "clients.count"\n'
+        '[base]\nscenario = "loadtest-spawn"\n[factors]\n"clients.count" = [2, 4]\n'
+    )
+    argv = [str(spec), "--no-report"]
     tables = []
     for name, how in (("modal", ["--executor", "modal"]), ("local", ["--jobs", "1"])):
         out = tmp_path / name
@@ -89,7 +94,7 @@ def test_a_sweep_on_modal_gives_the_rows_of_jobs_1(standin, tmp_path: Path) -> N
         assert r.returncode == 0, r.stderr
         t = pd.read_csv(out / "results.csv").drop(columns=["wall_s"]).sort_values(["point", "seed"])
         tables.append(t.reset_index(drop=True))
-    assert tables[0]["error"].isna().all()
+    assert len(tables[0]) == 4 and tables[0]["error"].isna().all()
     pd.testing.assert_frame_equal(tables[0], tables[1])
 
 
