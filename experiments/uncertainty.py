@@ -270,12 +270,20 @@ def _run(args: tuple[str, list[str], list[str], int]) -> dict:
 
 
 def ranges(
-    scenario: str, sets: list[str], params: list[str], seeds: int, jobs: int, seed: int = 0
+    scenario: str,
+    sets: list[str],
+    params: list[str],
+    seeds: int,
+    jobs: int,
+    seed: int = 0,
+    known: dict | None = None,
 ) -> tuple[dict, dict]:
     """(the user's run at ``seed``, the ranges): the scenario under every model of the envelope at ``seeds`` seeds
     from ``seed`` (common random numbers); per numeric metric its central value (the kept model's
     mean over its seeds) and its range (least, greatest over every run). The user's run is one of the runs; the
-    models' declared settings, each with its source, under ``sources``."""
+    models' declared settings, each with its source, under ``sources``. ``known``: runs already made (by scenario and
+    seed), not made again, and this call's added to it (a search that adds seeds only where its answer is not yet
+    clear: experiments/whatif/search.py ``robustness``); ``runs`` counts this call's."""
     sc = load_scenario(scenario, sets, params)
     env = envelope_of(sc, params, {s.partition("=")[0].strip() for s in sets})
     chosen = env.models
@@ -284,14 +292,17 @@ def ranges(
     # the same scenario at the same seed is the same run (reproducible): each runs once
     key = [(repr(load_scenario(s, st, p)), sd) for s, st, p, sd in wanted]
     unique = list(dict.fromkeys(key))
-    work = [wanted[key.index(k)] for k in unique]
-    jobs = cap_jobs("--uncertainty", jobs, len(work))
+    known = {} if known is None else known
+    todo = [k for k in unique if k not in known]
+    work = [wanted[key.index(k)] for k in todo]
+    jobs = cap_jobs("--uncertainty", jobs, max(1, len(work)))
     if jobs > 1:
         with process_pool(jobs) as pool:
             done = list(pool.map(_run, work))
     else:
         done = [_run(w) for w in work]
-    result: dict[Any, dict] = dict(zip(unique, done, strict=True))
+    known.update(zip(todo, done, strict=True))
+    result: dict[Any, dict] = {k: known[k] for k in unique}
     mine, runs = result[key[0]], [result[k] for k in key[1:]]
     out = {}
     for k, v in runs[0].items():

@@ -214,3 +214,25 @@ def test_the_plans_answer_under_every_plausible_model_says_whether_it_still_hold
         assert r["low"] <= r["central"] <= r["high"]
     page = (tmp_path / "plan.html").read_text()
     assert "plausible models of the calibration" in page and "At the ranges' worst end" in page
+
+
+@pytest.mark.slow
+def test_the_ranges_add_seeds_only_where_the_answer_is_not_clear_at_the_first():
+    from experiments.whatif.search import Simulator, latency_ok, robustness
+
+    sets = ["duration_s=40", "warmup_s=10", "work=constant(0.5)"]
+    sets += ["load=arrivals", "arrivals.rate=20", "function.max_inputs=10", "autoscaler.scaleup_step=0"]
+    chosen = {"chosen": {"config": {"function.copies": 1}}}
+
+    def ranges(clear):
+        sim = Simulator("loadtest-remote", sets, [], seeds=2, jobs=1)
+        return robustness(sim, chosen, latency_ok(2.0, 20), 1, clear), sim.runs
+
+    full, full_runs = ranges(None)  # every model at both seeds
+    late, late_runs = ranges(lambda e: False)  # never clear at the first: the second seeds added, none run twice
+    assert late["ranges"] == full["ranges"] and late_runs == full_runs == full["runs"] and full["seeds"] == 2
+    assert late["holds"] == full["holds"] and full["holds"]  # (a light load: it meets)
+    early, early_runs = ranges(lambda e: True)  # clear at the first: one seed of each model
+    assert early["seeds"] == 1 and early_runs <= early["models"] + 1 < full_runs and "first seed" in early["why"]
+    for k, r in early["ranges"].items():  # fewer runs: a range within the full one
+        assert full["ranges"][k]["low"] <= r["low"] and r["high"] <= full["ranges"][k]["high"]
