@@ -27,7 +27,10 @@ ready order is the order in which containers became ready. A request replaces it
 finished request pushes the new key and leaves the old one behind, stale (the count it holds is no longer the
 container's), like the keys of retired containers: stale keys are dropped when they reach the top, and all of them
 in one linear rebuild once the heap holds more than twice as many keys as containers plus ``REBUILD_SLACK``.
-tests/models/inputs/test_server.py checks the choice against the scan.
+A finished request's new key is held back while its caller is told (``_freed``): a closed-loop client sends its next
+request then, and when the held key is at most the heap's top that request goes to the same container (the heap holds
+every ready container's key, so nothing else is less), which leaves the heap as it was; else the key goes in and the
+choice is the heap's. tests/models/inputs/test_server.py checks the choice against the scan.
 
 Each request crosses the proxy twice (in, and back with the response), each hop lognormal around
 ``proxy_latency_s`` with spread ``proxy_sigma`` (both assumptions), drawn from its client's stream
@@ -168,6 +171,10 @@ class Proxy:
         self._keys: list[int] = []
         self._by_order: dict[int, Container] = {}  # order -> container, ready ones (and retired ones until rebuilt)
         self._orders = 0  # containers made ready so far: the next one's order
+        # the container of the request that has just finished while its caller is told, and its key held back
+        # (module docstring): None outside ``_finish``
+        self._freed: Container | None = None
+        self._freed_key = 0
         self.pool = ContainerPool(sim, ap, streams, name, self._wanted, self._container_ready)
         # each request's two hops through the proxy, from its client's stream (None: constant hops)
         hop = LogNormal(sp.proxy_latency_s, sp.proxy_sigma) if sp.proxy_latency_s > 0 and sp.proxy_sigma > 0 else None
@@ -182,17 +189,27 @@ class Proxy:
     def submit(self, call: int, style: int = 0) -> str | None:
         if not self.pool.ready:
             return self._unready()
-        keys, by_order = self._keys, self._by_order
-        while True:  # the least valid key: the container min(ready, key=running) picks (the first of equals)
-            key = keys[0]
-            order = key & ORDER_MASK
-            c = by_order[order]
-            if c.running == key >> ORDER_BITS and not c.retired:
-                break
-            heappop(keys)  # stale: that container's count has changed since, or it has retired
-        if self._cap and c.running >= self._cap:
-            return "http_429"
-        heapreplace(keys, key + ORDER_ONE)  # its key, one request more
+        c = self._freed
+        if c is not None and self._freed_key <= self._keys[0]:  # the container just freed is the least (docstring)
+            if self._cap and c.running >= self._cap:
+                self._unfree()
+                return "http_429"
+            self._freed = None  # it takes this request: its key in the heap is valid again
+            order = self._freed_key & ORDER_MASK
+        else:
+            if c is not None:
+                self._unfree()
+            keys, by_order = self._keys, self._by_order
+            while True:  # the least valid key: the container min(ready, key=running) picks (the first of equals)
+                key = keys[0]
+                order = key & ORDER_MASK
+                c = by_order[order]
+                if c.running == key >> ORDER_BITS and not c.retired:
+                    break
+                heappop(keys)  # stale: that container's count has changed since, or it has retired
+            if self._cap and c.running >= self._cap:
+                return "http_429"
+            heapreplace(keys, key + ORDER_ONE)  # its key, one request more
         c.running += 1
         self.active += 1
         if self.active > self._peak_since_decision:
@@ -236,14 +253,21 @@ class Proxy:
         order = self._order_of[call]
         c = self._by_order[order]  # it has a request in progress: not retired, so still there
         c.running -= 1
-        keys = self._keys
-        heappush(keys, c.running << ORDER_BITS | order)  # its previous key is left behind, stale
-        if len(keys) > 2 * len(self.pool.ready) + REBUILD_SLACK:
-            self._rebuild()
         if c.running == 0:
             c.idle_since = self._env._now
         self.active -= 1
+        self._freed, self._freed_key = c, c.running << ORDER_BITS | order  # held back while the caller is told
         self.on_done(call)
+        if self._freed is not None:  # no request took it
+            self._unfree()
+
+    def _unfree(self) -> None:
+        """The held key of the container just freed goes in the heap (its previous key is left behind, stale)."""
+        self._freed = None
+        keys = self._keys
+        heappush(keys, self._freed_key)
+        if len(keys) > 2 * len(self.pool.ready) + REBUILD_SLACK:
+            self._rebuild()
 
     def violations(self, now: float) -> list[str]:
         """What its counts break of its limits' bounds (models/inputs/checks/invariants.py): nothing (no accept or start
@@ -264,6 +288,8 @@ class Proxy:
         return containers_for(peak, self.sp.target_concurrency)
 
     def _container_ready(self, c: Container) -> None:
+        if self._freed is not None:
+            self._unfree()
         order = self._orders  # the pool appends c to its ready list: last in ready order
         self._orders += 1
         self._by_order[order] = c
