@@ -41,7 +41,6 @@ Left out: proxy authentication (Modal-Key/Modal-Secret), HTTP keep-alive and TLS
 
 from __future__ import annotations
 
-from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,7 +59,9 @@ from sim.engine import Sim
 from sim.rng import PerClient, Streams
 from sim.scenario import param
 
-ORDER_BITS = 32  # a key holds the container's ready order in its low bits: fewer than 2^32 containers per run
+# a key (requests in progress above) and a request's finish entry (its call above) hold the container's ready order in
+# their low bits: fewer than 2^32 containers per run
+ORDER_BITS = 32
 ORDER_ONE = 1 << ORDER_BITS  # one request in progress, in a key
 ORDER_MASK = ORDER_ONE - 1
 REBUILD_SLACK = 64  # stale keys allowed beyond one per ready container before a rebuild
@@ -184,7 +185,6 @@ class Proxy:
         self._client, self._started, self._work = log.client, log.started, log.work
         self._cap, self._hop, self._finish_cb = sp.max_concurrency, sp.proxy_latency_s, self._finish
         self._env, self._call_at = sim.env, sim.call_at
-        self._order_of = array("q")  # a request's container (its ready order), by call, while it is in progress
 
     def submit(self, call: int, style: int = 0) -> str | None:
         if not self.pool.ready:
@@ -222,17 +222,12 @@ class Proxy:
             there, back = hop(), hop()
         self._started[call] = now + there
         self.started += 1
-        try:
-            self._order_of[call] = order
-        except IndexError:  # a row beyond any before: room for it and as many more
-            self._order_of.frombytes(bytes(8 * (call + 1)))
-            self._order_of[call] = order
         if self._cpu_s:  # FCFS on the container's CPU (in the order the proxy sent them), the work, the way back
             cpu_done = max(now + there, c.cpu_free) + self._cpu_s
             c.cpu_free = cpu_done
-            self._call_at(cpu_done + self._work[call] + back, self._finish_cb, call)
+            self._call_at(cpu_done + self._work[call] + back, self._finish_cb, call << ORDER_BITS | order)
         else:
-            self._call_at(now + there + self._work[call] + back, self._finish_cb, call)
+            self._call_at(now + there + self._work[call] + back, self._finish_cb, call << ORDER_BITS | order)
         return None
 
     def _unready(self) -> str:
@@ -249,8 +244,9 @@ class Proxy:
             self.pool.scale_from_zero()
         return "http_503"
 
-    def _finish(self, call: int) -> None:
-        order = self._order_of[call]
+    def _finish(self, request: int) -> None:
+        """A request is done: ``request`` is ``call << ORDER_BITS | order`` (its container's ready order)."""
+        call, order = request >> ORDER_BITS, request & ORDER_MASK
         c = self._by_order[order]  # it has a request in progress: not retired, so still there
         c.running -= 1
         if c.running == 0:
