@@ -55,23 +55,23 @@ class Dist:
         value, _ = integrate.quad(lambda x: 1.0 - self.cdf(x) ** n, 0.0, np.inf, limit=200)
         return float(value)
 
-    def draws(self, rng: np.random.Generator, first: int = _BATCH) -> Iterator[float]:
-        """An endless iterator of draws from ``rng``, drawn in batches of ``first``, doubling up to 4,096 (a stream
-        of few draws holds little). Every ``draw`` fills its array in order, one value after the other, so the
-        sequence is the same whatever the batches (tests/sim/test_dists.py): take many at once with
-        ``itertools.islice``."""
+    def draws(self, rng: np.random.Generator, first: int = _BATCH, most: int = _BATCH) -> Iterator[float]:
+        """An endless iterator of draws from ``rng``, drawn in batches of ``first``, doubling up to ``most`` (a stream
+        of few draws holds little; many streams at once hold ``most`` each). Every ``draw`` fills its array in order,
+        one value after the other, so the sequence is the same whatever the batches (tests/sim/test_dists.py): take
+        many at once with ``itertools.islice``."""
 
         def batches() -> Iterator[list[float]]:
             n = first
             while True:
                 yield self.draw(rng, n).tolist()
-                n = min(2 * n, _BATCH)
+                n = min(2 * n, most)
 
         return itertools.chain.from_iterable(batches())
 
-    def sampler(self, rng: np.random.Generator, first: int = _BATCH) -> Callable[[], float]:
+    def sampler(self, rng: np.random.Generator, first: int = _BATCH, most: int = _BATCH) -> Callable[[], float]:
         """A callable returning one draw per call (``draws``' ``__next__``: a C call per draw)."""
-        return self.draws(rng, first).__next__
+        return self.draws(rng, first, most).__next__
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,10 @@ class Streams:
         return gen
 
 
+# the most draws a client's sampler holds at once: a run may have a million clients, each with several streams
+PER_CLIENT_BATCH = 512
+
+
 class PerClient(dict):
     """Client i's own stream ``NAME/client-i`` (a sampler of ``dist`` if given, else the generator), made on first
     use. Streams are named after the model's entities (a client, a Function copy), never after a batching or
@@ -49,6 +53,6 @@ class PerClient(dict):
 
     def __missing__(self, client: int) -> Any:
         rng = self._streams.get(f"{self._name}/client-{client}")
-        made = rng if self._dist is None else self._dist.sampler(rng, first=16)
+        made = rng if self._dist is None else self._dist.sampler(rng, first=16, most=PER_CLIENT_BATCH)
         self[client] = made
         return made

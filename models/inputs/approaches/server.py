@@ -27,7 +27,10 @@ ready order is the order in which containers became ready. A request replaces it
 finished request pushes the new key and leaves the old one behind, stale (the count it holds is no longer the
 container's), like the keys of retired containers: stale keys are dropped when they reach the top, and all of them
 in one linear rebuild once the heap holds more than twice as many keys as containers plus ``REBUILD_SLACK``.
-tests/models/inputs/test_server.py checks the choice against the scan.
+A finished request's new key is held back while its caller is told (``_freed``): a closed-loop client sends its next
+request then, and when the held key is at most the heap's top that request goes to the same container (the heap holds
+every ready container's key, so nothing else is less), which leaves the heap as it was; else the key goes in and the
+choice is the heap's. tests/models/inputs/test_server.py checks the choice against the scan.
 
 Each request crosses the proxy twice (in, and back with the response), each hop lognormal around
 ``proxy_latency_s`` with spread ``proxy_sigma`` (both assumptions), drawn from its client's stream
@@ -38,7 +41,6 @@ Left out: proxy authentication (Modal-Key/Modal-Secret), HTTP keep-alive and TLS
 
 from __future__ import annotations
 
-from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,7 +59,9 @@ from sim.engine import Sim
 from sim.rng import PerClient, Streams
 from sim.scenario import param
 
-ORDER_BITS = 32  # a key holds the container's ready order in its low bits: fewer than 2^32 containers per run
+# a key (requests in progress above) and a request's finish entry (its call above) hold the container's ready order in
+# their low bits: fewer than 2^32 containers per run
+ORDER_BITS = 32
 ORDER_ONE = 1 << ORDER_BITS  # one request in progress, in a key
 ORDER_MASK = ORDER_ONE - 1
 REBUILD_SLACK = 64  # stale keys allowed beyond one per ready container before a rebuild
@@ -168,6 +172,10 @@ class Proxy:
         self._keys: list[int] = []
         self._by_order: dict[int, Container] = {}  # order -> container, ready ones (and retired ones until rebuilt)
         self._orders = 0  # containers made ready so far: the next one's order
+        # the container of the request that has just finished while its caller is told, and its key held back
+        # (module docstring): None outside ``_finish``
+        self._freed: Container | None = None
+        self._freed_key = 0
         self.pool = ContainerPool(sim, ap, streams, name, self._wanted, self._container_ready)
         # each request's two hops through the proxy, from its client's stream (None: constant hops)
         hop = LogNormal(sp.proxy_latency_s, sp.proxy_sigma) if sp.proxy_latency_s > 0 and sp.proxy_sigma > 0 else None
@@ -177,22 +185,31 @@ class Proxy:
         self._client, self._started, self._work = log.client, log.started, log.work
         self._cap, self._hop, self._finish_cb = sp.max_concurrency, sp.proxy_latency_s, self._finish
         self._env, self._call_at = sim.env, sim.call_at
-        self._order_of = array("q")  # a request's container (its ready order), by call, while it is in progress
 
     def submit(self, call: int, style: int = 0) -> str | None:
         if not self.pool.ready:
             return self._unready()
-        keys, by_order = self._keys, self._by_order
-        while True:  # the least valid key: the container min(ready, key=running) picks (the first of equals)
-            key = keys[0]
-            order = key & ORDER_MASK
-            c = by_order[order]
-            if c.running == key >> ORDER_BITS and not c.retired:
-                break
-            heappop(keys)  # stale: that container's count has changed since, or it has retired
-        if self._cap and c.running >= self._cap:
-            return "http_429"
-        heapreplace(keys, key + ORDER_ONE)  # its key, one request more
+        c = self._freed
+        if c is not None and self._freed_key <= self._keys[0]:  # the container just freed is the least (docstring)
+            if self._cap and c.running >= self._cap:
+                self._unfree()
+                return "http_429"
+            self._freed = None  # it takes this request: its key in the heap is valid again
+            order = self._freed_key & ORDER_MASK
+        else:
+            if c is not None:
+                self._unfree()
+            keys, by_order = self._keys, self._by_order
+            while True:  # the least valid key: the container min(ready, key=running) picks (the first of equals)
+                key = keys[0]
+                order = key & ORDER_MASK
+                c = by_order[order]
+                if c.running == key >> ORDER_BITS and not c.retired:
+                    break
+                heappop(keys)  # stale: that container's count has changed since, or it has retired
+            if self._cap and c.running >= self._cap:
+                return "http_429"
+            heapreplace(keys, key + ORDER_ONE)  # its key, one request more
         c.running += 1
         self.active += 1
         if self.active > self._peak_since_decision:
@@ -205,17 +222,12 @@ class Proxy:
             there, back = hop(), hop()
         self._started[call] = now + there
         self.started += 1
-        try:
-            self._order_of[call] = order
-        except IndexError:  # a row beyond any before: room for it and as many more
-            self._order_of.frombytes(bytes(8 * (call + 1)))
-            self._order_of[call] = order
         if self._cpu_s:  # FCFS on the container's CPU (in the order the proxy sent them), the work, the way back
             cpu_done = max(now + there, c.cpu_free) + self._cpu_s
             c.cpu_free = cpu_done
-            self._call_at(cpu_done + self._work[call] + back, self._finish_cb, call)
+            self._call_at(cpu_done + self._work[call] + back, self._finish_cb, call << ORDER_BITS | order)
         else:
-            self._call_at(now + there + self._work[call] + back, self._finish_cb, call)
+            self._call_at(now + there + self._work[call] + back, self._finish_cb, call << ORDER_BITS | order)
         return None
 
     def _unready(self) -> str:
@@ -232,18 +244,26 @@ class Proxy:
             self.pool.scale_from_zero()
         return "http_503"
 
-    def _finish(self, call: int) -> None:
-        order = self._order_of[call]
+    def _finish(self, request: int) -> None:
+        """A request is done: ``request`` is ``call << ORDER_BITS | order`` (its container's ready order)."""
+        call, order = request >> ORDER_BITS, request & ORDER_MASK
         c = self._by_order[order]  # it has a request in progress: not retired, so still there
         c.running -= 1
-        keys = self._keys
-        heappush(keys, c.running << ORDER_BITS | order)  # its previous key is left behind, stale
-        if len(keys) > 2 * len(self.pool.ready) + REBUILD_SLACK:
-            self._rebuild()
         if c.running == 0:
             c.idle_since = self._env._now
         self.active -= 1
+        self._freed, self._freed_key = c, c.running << ORDER_BITS | order  # held back while the caller is told
         self.on_done(call)
+        if self._freed is not None:  # no request took it
+            self._unfree()
+
+    def _unfree(self) -> None:
+        """The held key of the container just freed goes in the heap (its previous key is left behind, stale)."""
+        self._freed = None
+        keys = self._keys
+        heappush(keys, self._freed_key)
+        if len(keys) > 2 * len(self.pool.ready) + REBUILD_SLACK:
+            self._rebuild()
 
     def violations(self, now: float) -> list[str]:
         """What its counts break of its limits' bounds (models/inputs/checks/invariants.py): nothing (no accept or start
@@ -264,6 +284,8 @@ class Proxy:
         return containers_for(peak, self.sp.target_concurrency)
 
     def _container_ready(self, c: Container) -> None:
+        if self._freed is not None:
+            self._unfree()
         order = self._orders  # the pool appends c to its ready list: last in ready order
         self._orders += 1
         self._by_order[order] = c

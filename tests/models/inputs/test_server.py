@@ -10,6 +10,7 @@ with none ready. A last test checks that the cost of a request does not grow wit
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from unittest import mock
 
 import pandas as pd
@@ -26,14 +27,16 @@ from sim.rng import Streams
 from tests.support import examples
 
 
-def proxy(max_concurrency: int = 0, cpu_per_request_s: float = 0.0) -> Proxy:
+def proxy(
+    max_concurrency: int = 0, cpu_per_request_s: float = 0.0, on_done: Callable[[int], None] = lambda call: None
+) -> Proxy:
     """A proxy whose autoscaler stays out of the way (its first decision is in a million seconds), unless a request
     finds no container ready (then the pool scales from zero, as in a run)."""
     sp = ServerParams(
         max_concurrency=max_concurrency, cpu_per_request_s=cpu_per_request_s, container_cpu=1.0, proxy_latency_s=0.001
     )
     ap = AutoscalerParams(interval_s=1e6, cold_start=Constant(0.5), scaledown_window_s=2.0)
-    return Proxy(Sim(), "server", sp, ap, Streams(0), CallLog(), lambda call: None)
+    return Proxy(Sim(), "server", sp, ap, Streams(0), CallLog(), on_done)
 
 
 def retire(p: Proxy, i: int) -> None:
@@ -88,6 +91,34 @@ def test_choice_is_the_scan(
 ) -> None:
     with mock.patch.object(server, "REBUILD_SLACK", slack):  # a small slack: many rebuilds
         drive(proxy(max_concurrency, cpu_s), start, ops)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    st.sampled_from([0, 0, 2, 5]),
+    st.sampled_from([0.0, 0.0, 0.3]),
+    st.integers(0, 6),
+    st.sampled_from([0, 3, server.REBUILD_SLACK]),
+    st.lists(st.integers(0, 2), min_size=1, max_size=30),
+    st.lists(OPS, min_size=1, max_size=60),
+)
+def test_requests_sent_as_one_finishes_are_the_scans(
+    max_concurrency: int, cpu_s: float, start: int, slack: int, follows: list[int], ops: list[tuple[str, int]]
+) -> None:
+    """As a closed loop's clients do, a caller told that a request finished sends 0, 1 or 2 requests at once (the
+    container just freed is offered first: module docstring); each choice is the scan's."""
+    finished = 0
+
+    def follow(call: int) -> None:
+        nonlocal finished
+        if finished < 20:  # (then let them all finish)
+            for i in range(follows[finished % len(follows)]):
+                submit_checked(p, float((finished + i) % 4))
+        finished += 1
+
+    with mock.patch.object(server, "REBUILD_SLACK", slack):
+        p = proxy(max_concurrency, cpu_s, follow)
+        drive(p, start, ops)
 
 
 def drive(p: Proxy, start: int, ops: list[tuple[str, int]]) -> None:
