@@ -141,7 +141,8 @@ class Sim:
         self._load_cb = self._load
         # for hot paths that inline call_at: while the heap holds fewer than ``direct`` entries, call_at(t, fn, arg)
         # is exactly heappush(heap, (t, NORMAL, next(ids), fn, arg)); else call it
-        self.heap, self.ids, self.direct = self._queue, self._eid, self._near
+        self.heap: list[Any] = self._queue
+        self.ids, self.direct = self._eid, self._near
         self._loads = 0  # load entries popped (not events of the model)
         self._inlined = 0  # line items called by the line itself, not popped (DelayLine._next)
 

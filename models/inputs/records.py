@@ -11,6 +11,7 @@ import math
 from array import array
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from models.inputs.summary import CallSummary, Window
 from sim.stats import NAN
@@ -18,6 +19,7 @@ from sim.stats import NAN
 ALWAYS = Window(0.0, math.inf)  # a window that holds every call
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (sim.build), subclassed by uncompiled code
 class CallLog:
     """Columns of the per-input records; an input's id is its row while it is out.
 
@@ -196,7 +198,7 @@ def _taken(sparse: dict, rows: list[int], take) -> np.ndarray:
 
 def _dense(sparse: dict, n: int, fill: object, dtype: type) -> np.ndarray:
     """A sparse column {row: value} as a dense array of ``n`` rows."""
-    out = np.full(n, fill, dtype=dtype)
+    out: np.ndarray = np.full(n, fill, dtype=dtype)
     if sparse:
         rows = np.fromiter(sparse.keys(), np.int64, len(sparse))
         out[rows] = np.fromiter(sparse.values(), dtype, len(sparse)) if dtype is not object else list(sparse.values())

@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from mypy_extensions import mypyc_attr
+
 from models.inputs.callers.mapcall import MapCalls
 from models.inputs.callers.retries import Retries, Timeouts
 from models.inputs.platform.overhead import OverheadParams, leg
@@ -120,6 +122,8 @@ class Scenario(Protocol):
     @property
     def warmup_s(self) -> float: ...
     @property
+    def drain_s(self) -> float: ...
+    @property
     def clients(self) -> ClientParams: ...
     @property
     def overhead(self) -> OverheadParams: ...
@@ -155,6 +159,7 @@ class Connections:
             self._send(self._waiting[client].popleft())
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (sim.build), subclassed by uncompiled code
 class Load:
     """The callers of one run: issue calls, handle rejections, count what is outstanding. The features that may be
     on are objects it holds (None where off): its ``retries``, ``timeouts``, ``connections`` and map calls."""

@@ -246,7 +246,9 @@ class ContainerPool:
     def container_bins(self, at: float) -> np.ndarray:
         """Container-seconds per bin of the window (``bins``, which the run's part sets) up to ``at`` (≥ the last
         change)."""
-        return self.bins.upto(self._since, at, self.size)
+        bins = self.bins
+        assert bins is not None, "container_bins: the run's part sets the window's bins first"
+        return bins.upto(self._since, at, self.size)
 
     @property
     def changed_at(self) -> float:
@@ -368,7 +370,9 @@ class ContainerPool:
             self.quiet_lo, self.quiet_hi = -math.inf, math.inf
             return
         # the loads around the present one at which the wanted count stays where it is relative to the size
-        load, wanted_at = self._demand
+        demand = self._demand
+        assert demand is not None, "a pool sleeps only with its owner's demand (_steady is set with it)"
+        load, wanted_at = demand
         n, size = load(), self.size
         want = self._clamp(wanted_at(n))
         self.quiet_hi = _last(n, lambda k: self._clamp(wanted_at(k)) <= size, up=True)

@@ -42,6 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from heapq import heappush
 
+from mypy_extensions import mypyc_attr
+
 from models.inputs.platform.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
 from models.inputs.platform.startlimit import RampingStartBucket, StartBucket
 from models.inputs.records import CallLog
@@ -159,6 +161,7 @@ class FunctionParams:
         return min(self.retry_initial_delay_s * self.retry_backoff ** (retry - 1), self.retry_max_delay_s)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (sim.build), subclassed by uncompiled code
 class Function:
     """One deployed Function: limits, pending queue, containers. Callers use ``submit``; the Function calls
     ``on_done(call)`` when a started input's work ends."""
@@ -197,6 +200,7 @@ class Function:
         self.n_running = [0, 0]
         self.started = 0  # inputs started so far (the monitor's cumulative series)
         self.accepted = [0, 0]  # inputs accepted so far by call style (counted only under the accept limits)
+        self.accept: list[TokenBucket] | None
         if limits.enabled:
             self.accept = [
                 TokenBucket(limits.sync_accept_rate, limits.sync_accept_burst),
@@ -393,9 +397,11 @@ class Function:
         for c in dead:
             c.crashed = c.retired = True
         self.pool.lose(dead)
-        failed = [(call, style) for call, (c, style) in self.on.items() if c.crashed]
+        on = self.on
+        assert on is not None, "crash needs the inputs' containers (faults.crash sets Function.on)"
+        failed = [(call, style) for call, (c, style) in on.items() if c.crashed]
         for call, style in failed:
-            del self.on[call]
+            del on[call]
             self.n_running[style] -= 1
             self._in_system -= 1
             self._failed(call, style)
@@ -432,15 +438,15 @@ class Function:
                         f"accepted {self.accepted[style]:,} {('sync', 'async')[style]} inputs by t = {now:g} s, "
                         f"more than the accept limit admits ({most:,.1f})"
                     )
-        bucket = self.start_bucket
-        if bucket is not None:
-            if isinstance(bucket, RampingStartBucket):
-                peak = bucket.peak_rate
-                if peak > bucket.cap * (1 + 1e-12):
-                    out.append(f"start rate {peak:,.1f}/s above its ceiling {bucket.cap:,.1f}/s")
-                most = bucket.burst + bucket.peak_rate * now
+        starts = self.start_bucket
+        if starts is not None:
+            if isinstance(starts, RampingStartBucket):
+                peak = starts.peak_rate
+                if peak > starts.cap * (1 + 1e-12):
+                    out.append(f"start rate {peak:,.1f}/s above its ceiling {starts.cap:,.1f}/s")
+                most = starts.burst + starts.peak_rate * now
             else:
-                most = bucket.burst + bucket.rate * now
+                most = starts.burst + starts.rate * now
             if self.started > most * (1 + 1e-9) + 1e-6:
                 out.append(
                     f"started {self.started:,} inputs by t = {now:g} s, more than the start limit admits ({most:,.1f})"
