@@ -20,20 +20,17 @@ from pathlib import Path
 from sim import COMPILED
 
 ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("sim", "models", "experiments", "calibration")  # pyproject.toml's packages
 GROUP = "sim.core"  # the shared library of the compiled modules: sim/core__mypyc.<suffix>
 # mypy's view of the rest of the project: read for the types, never compiled, its own errors not reported
 MYPY_OPTIONS = ("--follow-imports=silent", "--ignore-missing-imports")
 
 
 def built() -> list[Path]:
-    """The files a build put in the source tree: an extension module per compiled module, and their shared one."""
-    stems = [name.replace(".", "/") for name in (*COMPILED, GROUP + "__mypyc")]
-    return [
-        path
-        for stem in stems
-        for suffix in importlib.machinery.EXTENSION_SUFFIXES
-        if (path := ROOT / f"{stem}{suffix}").exists()
-    ]
+    """The extension modules in the project's packages: what builds put there (the project has no other), whatever
+    ``COMPILED`` held when they were built."""
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[-1]  # every extension module's name ends with it (.so, .pyd)
+    return sorted(path for package in PACKAGES for path in (ROOT / package).rglob(f"*{suffix}"))
 
 
 def clean() -> list[Path]:

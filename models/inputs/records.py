@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from typing import ClassVar
 
 import numpy as np
 from mypy_extensions import mypyc_attr
@@ -29,7 +30,7 @@ class CallLog:
     it) and reused by a later input.
     """
 
-    CHUNK = 1 << 15  # rows folded into the summary at a time
+    CHUNK: ClassVar[int] = 1 << 15  # rows folded into the summary at a time
 
     def __init__(self, window: Window = ALWAYS, keep: bool = False) -> None:
         # raw machine numbers (array.array), not lists of Python objects

@@ -59,7 +59,7 @@ class OpenLoop(Load):
         # one target reached at once (no overhead.submit): what _arrive offers each call to
         direct = self._single and self._submit is None and self.timeouts is None
         self._direct = self.targets[0].submit if direct else None
-        # no timeouts, through the submit leg: what _arrive sends each call down (_arrival and _issue, inlined)
+        # no timeouts, through the submit leg: what _arrive sends each call down (_new_arrival and _issue, inlined)
         self._leg = self._submit if self.timeouts is None else None
         self._n_targets = len(self.targets)
         self._arrive_cb = self._arrive
@@ -69,7 +69,7 @@ class OpenLoop(Load):
         if first < self.duration:
             self._call_at(first, self._arrive_cb)
 
-    def _arrival(self, now: float) -> None:
+    def _new_arrival(self, now: float) -> None:
         """A new call, to the targets in turn (app copies share an open loop's arrivals round robin)."""
         if self._single:
             client = 0
@@ -99,13 +99,13 @@ class OpenLoop(Load):
 
     def _arrive(self, _arg: None) -> None:
         now = self.env._now
-        if self._direct is not None:  # _arrival, inlined: the per-call hot path
+        if self._direct is not None:  # _new_arrival, inlined: the per-call hot path
             call = self._new(0, now, self.work())
             self.outstanding += 1
             kind = self._direct(call, self.style)
             if kind is not None:
                 self._rejected(call, kind)
-        elif self._leg is not None:  # _arrival and _issue, inlined: the per-call hot path through overhead.submit
+        elif self._leg is not None:  # _new_arrival and _issue, inlined: the per-call hot path through overhead.submit
             if self._single:
                 client = 0
             else:
@@ -115,7 +115,7 @@ class OpenLoop(Load):
             self.outstanding += 1
             self._leg(call)
         else:
-            self._arrival(now)
+            self._new_arrival(now)
         nxt = now + self._gap()
         if nxt < self.duration:
             heap = self._heap
@@ -184,4 +184,4 @@ class TraceReplay(OpenLoop):
         self._minute(m)
 
     def _call(self, _arg: None) -> None:
-        self._arrival(self.env._now)
+        self._new_arrival(self.env._now)
