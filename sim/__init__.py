@@ -5,13 +5,15 @@ The compiled core (docs/explanation/speed.md): ``python -m sim.build`` compiles 
 mypyc, each to an extension module beside its ``.py``, which Python then imports instead. The source stays the one
 to read and runs unchanged without them. ``SCALESIM_PURE=1`` in the environment makes a process that has them import
 the ``.py`` files all the same (an import hook installed here, before any of them is imported: ``models`` imports
-``sim`` first); ``compiled()`` says which are compiled in this process."""
+``sim`` first), as does one whose compiled modules are older than their source (``stale()``: a warning says so);
+``compiled()`` says which run compiled in this process."""
 
 from __future__ import annotations
 
 import importlib.machinery
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -33,18 +35,31 @@ def pure() -> bool:
     return os.environ.get(PURE_ENV, "") not in ("", "0")
 
 
+def _built() -> dict[str, tuple[Path, Path]]:
+    """The modules of ``COMPILED`` that are built: name → (their source, their extension module)."""
+    out = {}
+    for name in COMPILED:
+        stem = _ROOT / name.replace(".", "/")
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            if (stem.parent / f"{stem.name}{suffix}").exists():
+                out[name] = (stem.with_suffix(".py"), stem.parent / f"{stem.name}{suffix}")
+                break
+    return out
+
+
+def stale() -> list[str]:
+    """The built modules whose source changed after they were built: then the process runs the source of all of
+    them (a compiled module calls the others' compiled code: all or none) until ``python -m sim.build`` runs again."""
+    return [name for name, (py, ext) in _built().items() if py.stat().st_mtime > ext.stat().st_mtime]
+
+
 def compiled() -> list[str]:
-    """The modules of ``COMPILED`` that run compiled in this process: built (an extension module beside the
-    ``.py``, which Python's import prefers) and not turned off by ``SCALESIM_PURE``. Nothing is imported to tell."""
-    if pure():
+    """The modules of ``COMPILED`` that run compiled in this process: built (an extension module beside the ``.py``,
+    which Python's import prefers), not older than their source and not turned off by ``SCALESIM_PURE``. Nothing is
+    imported to tell."""
+    if pure() or _STALE:
         return []
-    return [
-        name
-        for name in COMPILED
-        if any(
-            (_ROOT / f"{name.replace('.', '/')}{suffix}").exists() for suffix in importlib.machinery.EXTENSION_SUFFIXES
-        )
-    ]
+    return list(_built())
 
 
 class _SourceOnly:
@@ -66,5 +81,12 @@ class _SourceOnly:
         return None
 
 
-if pure():
+_STALE = stale()
+if _STALE and not pure():
+    warnings.warn(
+        f"the compiled core is older than its source ({', '.join(_STALE)}): running the source; "
+        "python -m sim.build compiles it again",
+        stacklevel=2,
+    )
+if pure() or _STALE:
     sys.meta_path.insert(0, _SourceOnly())
