@@ -22,6 +22,7 @@ from types import ModuleType
 COMPILED = (
     "sim.engine",
     "models.inputs.records",
+    "models.inputs.platform.autoscaler",
     "models.inputs.platform.function",
     "models.inputs.callers.clients",
     "models.inputs.callers.arrivals",
