@@ -133,7 +133,7 @@ class Sim:
         if not (per_s > 0 and math.frexp(per_s)[0] == 0.5):
             raise ValueError(f"BUCKETS_PER_S must be a power of two (bucket bounds exact), got {BUCKETS_PER_S}")
         self._per_s = per_s
-        self._near = NEAR if calendar else math.inf
+        self._near: float = NEAR if calendar else math.inf
         self._far = 2.0**52 / per_s  # entries due this late go to the heap (a bucket index must be an exact integer)
         self._horizon = 0.0
         self._buckets: dict[int, list[tuple]] = {}

@@ -100,7 +100,7 @@ class OpenLoop(Load):
     def _arrive(self, _arg: None) -> None:
         now = self.env._now
         if self._direct is not None:  # _new_arrival, inlined: the per-call hot path
-            call = self._new(0, now, self.work())
+            call = self.log.new(0, now, self.work())  # the log's method (compiled: a direct call)
             self.outstanding += 1
             kind = self._direct(call, self.style)
             if kind is not None:
@@ -111,7 +111,7 @@ class OpenLoop(Load):
             else:
                 client = self._arrivals % self._n_targets
                 self._arrivals += 1
-            call = self._new(client, now, self.work())
+            call = self.log.new(client, now, self.work())
             self.outstanding += 1
             self._leg(call)
         else:
