@@ -55,14 +55,17 @@ from collections.abc import Callable, Collection
 from heapq import heappop, heappush
 from itertools import count, repeat
 from operator import length_hint
-from typing import Any
+from typing import Any, Final
 
 import simpy
-from simpy.events import NORMAL, URGENT
 
 from sim.errors import SimPyInternalsChanged
 from sim.guard import CHECK_EVENTS_MASK, SAMPLE, UNGUARDED, Guard
 from sim.shortcuts import CALENDAR, DELAY_LINES, EVERY_SHORTCUT
+
+# SimPy's event priorities (simpy.events), as constants (compiled, they are inlined; Sim() checks they still match)
+URGENT: Final = 0
+NORMAL: Final = 1
 
 
 def _check_internals(env: simpy.Environment) -> None:
@@ -72,6 +75,8 @@ def _check_internals(env: simpy.Environment) -> None:
             f"simpy {simpy.__version__}: Environment no longer has _queue (a heap list), _now (a number) and _eid "
             "(an itertools.count), which sim/engine.py drives; install the SimPy major version pinned in pyproject.toml"
         )
+    if (simpy.events.URGENT, simpy.events.NORMAL) != (URGENT, NORMAL):
+        raise SimPyInternalsChanged(f"simpy {simpy.__version__}: its event priorities are no longer URGENT 0, NORMAL 1")
 
 
 class _Environment(simpy.Environment):

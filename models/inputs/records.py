@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from mypy_extensions import mypyc_attr
@@ -18,6 +18,11 @@ from models.inputs.summary import CallSummary, Window
 from sim.stats import NAN
 
 ALWAYS = Window(0.0, math.inf)  # a window that holds every call
+# An input's id (its row, an int) and a time (a float) as the per-call path hands them on: typed Any so that the
+# compiled core (sim/build.py) passes the Python object along; typed int or float, each compiled function it goes
+# through would unbox it and box it again, a new object each time (docs/explanation/speed.md, "The compiled core")
+Row = Any
+Time = Any
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled (sim.build), subclassed by uncompiled code
@@ -56,7 +61,7 @@ class CallLog:
         # in the same order, as folding each as it fills: the numbers do not depend on when)
         self.close = self._closed.append
 
-    def new(self, client: int, now: float, work: float) -> int:
+    def new(self, client: int, now: Time, work: Time) -> Row:
         free = self._free
         if not free and len(self._closed) >= self.CHUNK:
             self._fold()

@@ -30,7 +30,7 @@ from models.inputs.callers.client_params import ClientParams
 from models.inputs.callers.mapcall import MapCalls
 from models.inputs.callers.retries import Retries, Timeouts
 from models.inputs.platform.overhead import OverheadParams, leg
-from models.inputs.records import CallLog
+from models.inputs.records import CallLog, Row
 from sim.dists import Dist
 from sim.engine import Sim
 from sim.rng import PerClient, Streams
@@ -237,7 +237,7 @@ class Load:
         self._call_at(now + delay, self._send_cb, call)  # call_in, without its check: delay > 0
 
     # --- coming back -----------------------------------------------------------------------------------------
-    def done(self, call: int) -> None:
+    def done(self, call: Row) -> None:
         """A started call finished (the Function's or proxy's callback)."""
         if self.timeouts is not None and not self.timeouts.heard(call):
             return  # the Function is done with an abandoned input

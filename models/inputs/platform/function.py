@@ -40,18 +40,21 @@ import math
 from collections import deque
 from collections.abc import Callable
 from heapq import heappush
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
 from models.inputs.platform.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
 from models.inputs.platform.function_params import FunctionParams, LimitParams
 from models.inputs.platform.startlimit import RampingStartBucket, StartBucket
-from models.inputs.records import CallLog
+from models.inputs.records import CallLog, Row, Time
 from sim.engine import NORMAL, Sim
 from sim.limiter import TokenBucket
 from sim.rng import Streams
 
-SYNC, ASYNC = 0, 1  # call styles: .remote/.map/.starmap vs .spawn/.spawn_map
+# call styles: .remote/.map/.starmap vs .spawn/.spawn_map (Final: compiled, inlined)
+SYNC: Final = 0
+ASYNC: Final = 1
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled (sim.build), subclassed by uncompiled code
@@ -138,7 +141,7 @@ class Function:
         )
 
     # --- accepting -------------------------------------------------------------------------------------------
-    def submit(self, call: int, style: int = SYNC) -> str | None:
+    def submit(self, call: Row, style: int = SYNC) -> str | None:
         """Offer an input; return None if accepted, else the rejection kind."""
         now = self.env._now
         accept = self.accept
@@ -154,7 +157,7 @@ class Function:
         self._admit(call, style, now)
         return None
 
-    def _admit(self, call: int, style: int, now: float) -> None:
+    def _admit(self, call: Row, style: int, now: Time) -> None:
         """An accepted input (or one the Function retries) joins: it starts at once if it can, else it waits."""
         self._in_system += 1
         if self._in_system > self.pool.quiet_hi:
@@ -222,7 +225,7 @@ class Function:
         if self._ramping is not None:
             self._ramping.backlog(now, False)  # the queue is empty: the backlog has cleared
 
-    def _start(self, call: int, style: int, c: Container, now: float) -> None:
+    def _start(self, call: Row, style: int, c: Container, now: Time) -> None:
         """Start ``call`` on container ``c``, whose slot it holds (counted in ``c.running``): every start, this is
         the per-call hot path."""
         self.n_running[style] += 1
@@ -243,7 +246,7 @@ class Function:
         self._wake_pending = False
         self._start_pending()
 
-    def _finish(self, arg: tuple[int, int, Container]) -> None:
+    def _finish(self, arg: tuple[Row, int, Container]) -> None:
         call, style, c = arg
         if self.on is not None:
             if c.crashed:
