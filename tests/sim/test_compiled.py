@@ -14,7 +14,8 @@ import sys
 import pytest
 
 import sim
-from tests.support import ROOT
+from sim import engine
+from tests.support import ROOT, SWITCHES, schedule_run
 
 # (preset, overrides): every model, short runs; the loadtests and mmc through the compiled per-call path, on the
 # general event path (shortcuts = none) and with every shortcut
@@ -37,8 +38,6 @@ SCHEDULES = ((1, 0, 8, 0.25, 300, 64), (2, 16, -2, 1 / 1024, 800, 1), (3, 1024, 
 def sample() -> dict:
     """The sample's metrics (wall-clock figures left out) and schedules, and the modules that ran compiled."""
     from models.runs import load_scenario, run_scenario
-    from sim import engine
-    from tests.sim.test_engine import SWITCHES, schedule_run
 
     runs = []
     for name, sets in SAMPLE:
