@@ -383,6 +383,14 @@ def _name(fn: Callable[[Any], Any], arg: Any) -> str:
     owner = getattr(fn, "__self__", None)
     if isinstance(owner, DelayLine) and owner._fns:
         fn = owner._fns[0]
+        owner = getattr(fn, "__self__", None)
+    name = getattr(fn, "__name__", "")
+    if owner is not None and not hasattr(getattr(fn, "__func__", fn), "__code__"):
+        # a compiled method (sim/build.py) takes the name of the class of the object it is bound to: name it by the
+        # class that defines it, as the source's is
+        for cls in type(owner).__mro__:
+            if name in vars(cls):
+                return f"{cls.__qualname__}.{name}"
     fn = getattr(fn, "__func__", fn)
     return getattr(fn, "__qualname__", type(fn).__name__)
 

@@ -18,7 +18,7 @@ from mypy_extensions import mypyc_attr
 from models.inputs.base import Scenario
 from models.inputs.callers.clients import Load, Target
 from models.inputs.callers.demand import Shape
-from models.inputs.records import CallLog
+from models.inputs.records import CallLog, Time
 from sim.dists import Exponential
 from sim.engine import NORMAL, Sim
 from sim.rng import Streams
@@ -43,9 +43,11 @@ class OpenLoop(Load):
         super().__init__(sim, sc, log, streams, targets, style, http, clients)
         profile = sc.arrivals.profile
         self.rate = sc.arrivals.mean_rate(sc.duration_s)
-        self.work = sc.work.sampler(self.streams.get("work"))  # the arrivals' work: one stream, as the arrivals
+        # the arrivals' work (one stream, as the arrivals) and the gaps between them; each draw is handed on as it is
+        # (records.Time: compiled, not unboxed and boxed again)
+        self.work: Callable[[], Time] = sc.work.sampler(self.streams.get("work"))
         self.gaps = Exponential(1.0 / (sc.arrivals.rate * profile.peak()))  # between candidates, at the peak rate
-        self._gap = self.gaps.sampler(self.streams.get("arrivals"))
+        self._gap: Callable[[], Time] = self.gaps.sampler(self.streams.get("arrivals"))
         if profile.kind != "steady":  # thinning: keep a candidate at t with probability factor(t) / peak
             self._gap = thinned(self._gap, profile, self.streams.get("arrivals/thinning"), self.env)
         self.mean_work = sc.work.mean
