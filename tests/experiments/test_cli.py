@@ -100,8 +100,11 @@ def test_bench_quick_runs():
     assert r.returncode == 0, r.stderr
     figures = json.loads(r.stdout)
     from experiments.bench import sections as bench
+    from sim import compiled
 
-    assert set(figures) == {"loadtests", "mmc", "mmc_100", "startup_s", "waits"}  # --only: those sections alone
+    # --only: those sections alone, and the core they ran on (sim.compiled(): the compiled modules, or none)
+    assert set(figures) == {"core", "loadtests", "mmc", "mmc_100", "startup_s", "waits"}
+    assert figures["core"] == compiled()
     # each of the waits ran, in its smaller quick form, to its end
     assert {name: f["exit"] for name, f in figures["waits"].items()} == {w[0]: 0 for w in bench.WAITS}
     assert set(figures["loadtests"]) == set(bench.LOADTESTS)
