@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-# the modules python -m sim.build compiles: the engine's loop and the per-call hot path of the inputs model
+# the modules python -m sim.build compiles: the per-call path of the inputs model (not the engine: compiled, its loop
+# calls uncompiled callbacks more slowly than Python does, and compiled ones no faster; docs/explanation/speed.md)
 COMPILED = (
-    "sim.engine",
     "models.inputs.records",
     "models.inputs.platform.autoscaler",
     "models.inputs.platform.function",

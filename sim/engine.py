@@ -245,8 +245,7 @@ class Sim:
 
     def run(self, until: float) -> None:
         """Process events in order until time ``until`` (events at ``until`` itself are left) or ``stop()``."""
-        env, queue = self.env, self._queue
-        pop: Callable[[list[Any]], tuple[Any, Any, Any, Any, Any]] = heappop  # an entry (typed: compiled, a C unpack)
+        env, queue, pop = self.env, self._queue, heappop
         self._runs += 1
         run = self._runs
         heappush(queue, (until, URGENT, next(self._eid), _halt, run))  # the heap is never empty before it pops
