@@ -81,9 +81,11 @@ def test_scalesim_pure_imports_the_source_and_compiled_says_so(monkeypatch):
     assert sim.pure() and sim.compiled() == []
     monkeypatch.setenv(sim.PURE_ENV, "0")
     assert not sim.pure()
-    spec = sim._SourceOnly.find_spec("sim.engine", sim.__path__)
-    assert spec is not None and spec.origin == str(ROOT / "sim" / "engine.py")
-    assert sim._SourceOnly.find_spec("sim.rng", sim.__path__) is None  # not compiled: Python's own finders
+    import models.inputs
+
+    spec = sim._SourceOnly.find_spec("models.inputs.records", models.inputs.__path__)
+    assert spec is not None and spec.origin == str(ROOT / "models" / "inputs" / "records.py")
+    assert sim._SourceOnly.find_spec("sim.engine", sim.__path__) is None  # not compiled: Python's own finders
 
 
 if __name__ == "__main__":
