@@ -63,7 +63,7 @@ from sim.errors import SimPyInternalsChanged
 from sim.guard import CHECK_EVENTS_MASK, SAMPLE, UNGUARDED, Guard
 from sim.shortcuts import CALENDAR, DELAY_LINES, EVERY_SHORTCUT
 
-# SimPy's event priorities (simpy.events), as constants (compiled, they are inlined; Sim() checks they still match)
+# SimPy's event priorities (simpy.events), Final: the compiled modules inline them (Sim() checks they still match)
 URGENT: Final = 0
 NORMAL: Final = 1
 
