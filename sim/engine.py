@@ -55,17 +55,17 @@ from collections.abc import Callable, Collection
 from heapq import heappop, heappush
 from itertools import count, repeat
 from operator import length_hint
-from typing import Any
+from typing import Any, Final
 
 import simpy
-from simpy.events import NORMAL, URGENT
 
+from sim.errors import SimPyInternalsChanged
 from sim.guard import CHECK_EVENTS_MASK, SAMPLE, UNGUARDED, Guard
-from sim.shortcuts import CALENDAR, DELAY_LINES
+from sim.shortcuts import CALENDAR, DELAY_LINES, EVERY_SHORTCUT
 
-
-class SimPyInternalsChanged(RuntimeError):
-    """The installed SimPy no longer has the internals that ``Sim`` drives."""
+# SimPy's event priorities (simpy.events), Final: the compiled modules inline them (Sim() checks they still match)
+URGENT: Final = 0
+NORMAL: Final = 1
 
 
 def _check_internals(env: simpy.Environment) -> None:
@@ -75,13 +75,16 @@ def _check_internals(env: simpy.Environment) -> None:
             f"simpy {simpy.__version__}: Environment no longer has _queue (a heap list), _now (a number) and _eid "
             "(an itertools.count), which sim/engine.py drives; install the SimPy major version pinned in pyproject.toml"
         )
+    if (simpy.events.URGENT, simpy.events.NORMAL) != (URGENT, NORMAL):
+        raise SimPyInternalsChanged(f"simpy {simpy.__version__}: its event priorities are no longer URGENT 0, NORMAL 1")
 
 
 class _Environment(simpy.Environment):
     """SimPy's environment, its events queued as the engine's entries: ``(time, priority, id, _step, event)``."""
 
     def schedule(self, event: simpy.events.Event, priority: int = NORMAL, delay: float = 0) -> None:
-        heappush(self._queue, (self._now + delay, priority, next(self._eid), _step, event))
+        queue: list[Any] = self._queue  # the engine's entries, not SimPy's (time, priority, id, event)
+        heappush(queue, (self._now + delay, priority, next(self._eid), _step, event))
 
     def step(self) -> None:
         raise RuntimeError("this environment is driven by sim.engine.Sim.run, not by env.run or env.step")
@@ -121,7 +124,7 @@ class Sim:
         self.env = _Environment()
         self.guard = guard
         _check_internals(self.env)
-        self._queue = self.env._queue  # the event heap: (time, priority, id, fn, arg)
+        self._queue: list[Any] = self.env._queue  # the event heap: (time, priority, id, fn, arg)
         self._eid = self.env._eid  # its insertion counter (ties in time and priority go in order)
         self.events = 0  # entries of the model processed by run(): callbacks and SimPy events
         self.delay_lines = delay_lines
@@ -135,7 +138,7 @@ class Sim:
         if not (per_s > 0 and math.frexp(per_s)[0] == 0.5):
             raise ValueError(f"BUCKETS_PER_S must be a power of two (bucket bounds exact), got {BUCKETS_PER_S}")
         self._per_s = per_s
-        self._near = NEAR if calendar else math.inf
+        self._near: float = NEAR if calendar else math.inf
         self._far = 2.0**52 / per_s  # entries due this late go to the heap (a bucket index must be an exact integer)
         self._horizon = 0.0
         self._buckets: dict[int, list[tuple]] = {}
@@ -143,9 +146,10 @@ class Sim:
         self._load_cb = self._load
         # for hot paths that inline call_at: while the heap holds fewer than ``direct`` entries, call_at(t, fn, arg)
         # is exactly heappush(heap, (t, NORMAL, next(ids), fn, arg)); else call it
-        self.heap, self.ids, self.direct = self._queue, self._eid, self._near
+        self.heap: list[Any] = self._queue
+        self.ids, self.direct = self._eid, self._near
         self._loads = 0  # load entries popped (not events of the model)
-        self._inline = 0  # line items called by the line itself, not popped (DelayLine._next)
+        self._inlined = 0  # line items called by the line itself, not popped (DelayLine._next)
 
     @classmethod
     def taking(cls, shortcuts: Collection[str], guard: Guard = UNGUARDED) -> Sim:
@@ -245,7 +249,7 @@ class Sim:
         self._runs += 1
         run = self._runs
         heappush(queue, (until, URGENT, next(self._eid), _halt, run))  # the heap is never empty before it pops
-        processed, loads, inline = 0, self._loads, self._inline
+        processed, loads, inline = 0, self._loads, self._inlined
         checkpoint = -1.0  # the clock at the last stall check
         guard = self.guard
         budget = guard.budget
@@ -271,7 +275,7 @@ class Sim:
                     raise budget.exceeded(processed, env._now, _sample(env, queue, SAMPLE))
         finally:
             gc.set_threshold(*thresholds)
-            self.events += processed - (self._loads - loads) + (self._inline - inline)
+            self.events += processed - (self._loads - loads) + (self._inlined - inline)
             if budget is not None:
                 budget.used += processed
 
@@ -322,7 +326,7 @@ class DelayLine:
                 break
             items.popleft()
             self._env._now = head[0]
-            self._sim._inline += 1
+            self._sim._inlined += 1
             fns.popleft()(head[4])
         if items and not self._armed:
             heappush(queue, items[0])
@@ -378,12 +382,20 @@ def _name(fn: Callable[[Any], Any], arg: Any) -> str:
     owner = getattr(fn, "__self__", None)
     if isinstance(owner, DelayLine) and owner._fns:
         fn = owner._fns[0]
+        owner = getattr(fn, "__self__", None)
+    name = getattr(fn, "__name__", "")
+    if owner is not None and not hasattr(getattr(fn, "__func__", fn), "__code__"):
+        # a compiled method (sim/build.py) takes the name of the class of the object it is bound to: name it by the
+        # class that defines it, as the source's is
+        for cls in type(owner).__mro__:
+            if name in vars(cls):
+                return f"{cls.__qualname__}.{name}"
     fn = getattr(fn, "__func__", fn)
     return getattr(fn, "__qualname__", type(fn).__name__)
 
 
-def _step(event: simpy.events.Event) -> None:
-    """Process a SimPy event as simpy.Environment.step does."""
+def _step(event: Any) -> None:
+    """Process a SimPy event (``simpy.events.Event``) as simpy.Environment.step does."""
     callbacks, event.callbacks = event.callbacks, None
     for callback in callbacks:
         callback(event)
@@ -392,15 +404,6 @@ def _step(event: simpy.events.Event) -> None:
         exc.__cause__ = event._value
         raise exc
 
-
-class _Every(frozenset):
-    """Every shortcut (the default of a clock built outside a model's run)."""
-
-    def __contains__(self, name: object) -> bool:
-        return True
-
-
-EVERY_SHORTCUT = _Every()
 
 NEAR = 8192  # heap entries below which call_at pushes to the heap directly (read by Sim()): below, a heap is faster
 BUCKETS_PER_S = 256.0  # the calendar's buckets per simulated second (a power of two: bucket bounds are exact)

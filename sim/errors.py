@@ -11,3 +11,7 @@ def missing_extra(module: str, what: str, extra: str) -> ScenarioError:
     return ScenarioError(
         f"{what} needs {module!r}, which is not installed: pip install -e '.[{extra}]' (or 'scalesim[{extra}]')"
     )
+
+
+class SimPyInternalsChanged(RuntimeError):
+    """The installed SimPy no longer has the internals that ``Sim`` drives (sim/engine.py)."""

@@ -150,6 +150,16 @@ def any_of(keys: str) -> dict[str, _Any]:
 CALENDAR, DELAY_LINES = "calendar", "delay_lines"  # their names (sim/engine.py ``Sim.taking`` asks by them)
 
 
+class _Every(frozenset):
+    """Every shortcut (the default of a clock built outside a model's run)."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+EVERY_SHORTCUT = _Every()
+
+
 def engine_shortcuts(schema: type) -> tuple[Shortcut, ...]:
     """The calendar and the delay lines keep the order of events of one heap whatever the model does, so their
     shape is every scenario of ``schema`` (tests/sim/test_engine.py proves the order,

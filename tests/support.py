@@ -15,6 +15,7 @@ import contextlib
 import io
 import math
 import os
+import random
 import resource
 import shutil
 import signal
@@ -37,6 +38,8 @@ from models.inputs.loadtest import Scenario
 from models.inputs.platform.monitor import REJECTION_LIMITS
 from models.inputs.summary import ERROR_KINDS
 from models.runs import load_scenario
+from sim import engine
+from sim.engine import Sim
 from sim.scenario import build, merge, parse_value, set_dotted
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -369,3 +372,55 @@ def assert_axes_hold_their_data(fig: object) -> None:
         if span is not None:
             low, high = sorted(ax.get_ylim())
             assert low <= span[0] and span[1] <= high, (ax.get_title(), span, (low, high))
+
+
+# --- the engine's random schedules (tests/sim/test_engine.py; tests/sim/test_compiled.py runs some compiled and not)
+SWITCHES = [(calendar, lines) for calendar in (True, False) for lines in (True, False)]
+
+
+def schedule_run(
+    seed: int, calendar: bool, lines: bool, near: int, per_s: float, grid: float, burst: int, inline: int = 64
+) -> list:
+    """A random schedule driven from callbacks: call_at and call_in at times on a grid of ``grid`` seconds (ties are
+    common), pushes into two delay lines, SimPy timeouts of a process, handles
+    cancelled before or after they ran, and a stop; the calendar engages once ``near`` entries wait. Returns every
+    execution as (time, tag), and the run's events count."""
+    engine.NEAR, engine.BUCKETS_PER_S, engine.INLINE = near, per_s, inline  # (the caller restores them)
+    rng = random.Random(seed)
+    sim, seen = Sim(calendar=calendar, delay_lines=lines), []
+    shared, other = sim.line(3 * grid), sim.line(0.5)
+    handles = []
+
+    def fire(tag: str) -> None:
+        seen.append((sim.now, tag))
+        if len(seen) > 4000:
+            return
+        for k in range(rng.choice([0, 1, 1, 2, 3])):
+            child, what = f"{tag}.{k}", rng.random()
+            if what < 0.2:
+                sim.call_in(grid * rng.randint(0, 40), fire, child)
+            elif what < 0.35:
+                sim.call_at(sim.now + rng.choice([0.0, grid, 1 / 256, 7.25, 2.0**60]), fire, child)
+            elif what < 0.5:
+                (shared if rng.random() < 0.7 else other).push(fire, child)
+            elif what < 0.75:
+                handles.append(sim.schedule(sim.now + grid * rng.randint(0, 30), fire, child))
+            elif what < 0.85:
+                handles.append(shared.schedule(fire, child))
+            elif handles:
+                handles.pop(rng.randrange(len(handles))).cancel()  # due yet or not, or already run
+
+    def process():
+        while True:
+            yield sim.env.timeout(grid * rng.randint(0, 8))
+            seen.append((sim.now, "process"))
+
+    for i in range(burst):
+        sim.call_at(grid * rng.randint(0, 20), fire, str(i))
+    sim.env.process(process())
+    stop_at = grid * rng.randint(50, 400)
+    sim.call_at(stop_at, lambda _: sim.stop())
+    sim.run(until=1e9)  # stopped at stop_at
+    first = sim.now
+    sim.run(until=stop_at + grid * rng.randint(1, 200))  # and run on
+    return [*seen, ("events", sim.events), ("stopped", first), ("end", sim.now)]

@@ -157,7 +157,14 @@ def _suite(figs: dict) -> list[str]:
     ]
 
 
+def _core(modules: list[str]) -> list[str]:
+    if not modules:
+        return ["core: the pure-Python source (python -m sim.build compiles it; SCALESIM_PURE=1 runs the source)"]
+    return [f"core: compiled (python -m sim.build): {', '.join(modules)}"]
+
+
 SHOW = {
+    "core": _core,
     "loadtests": _loadtests,
     "sandboxes_v2": _sandboxes,
     "sandboxes_growth": _growth,

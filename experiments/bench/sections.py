@@ -14,6 +14,7 @@ import numpy as np
 from experiments.bench.yardsticks import SIMFAAS_HORIZON_S, engine_mmc, heapq_mmc, simfaas_example, simpy_mmc
 from models.inputs import loadtest
 from models.runs import load_scenario
+from sim import compiled
 from sim.processes import child_preexec
 
 LOADTESTS = ["loadtest-remote", "loadtest-spawn", "loadtest-copies", "loadtest-batching", "loadtest-server"]
@@ -328,7 +329,7 @@ SECTIONS = ("loadtests", "sandboxes", "mmc", "simfaas", "scale", "startup", "wai
 
 def bench(quick: bool = False, repeat: int = 3, only: tuple[str, ...] = SECTIONS) -> dict:
     """The sections in ``only`` (quick: short runs, and never the test suite)."""
-    figures: dict = {}
+    figures: dict = {"core": compiled()}  # the modules that ran compiled (sim/build.py; none: the source)
     if "loadtests" in only:
         figures["loadtests"] = loadtests(quick, repeat)
     if "sandboxes" in only:

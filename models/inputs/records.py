@@ -9,15 +9,23 @@ from __future__ import annotations
 
 import math
 from array import array
+from typing import Any, ClassVar
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from models.inputs.summary import CallSummary, Window
 from sim.stats import NAN
 
 ALWAYS = Window(0.0, math.inf)  # a window that holds every call
+# An input's id (its row, an int) and a time (a float) as the per-call path hands them on: typed Any so that the
+# compiled core (sim/build.py) passes the Python object along; typed int or float, each compiled function it goes
+# through would unbox it and box it again, a new object each time (docs/explanation/speed.md, "The compiled core")
+Row = Any
+Time = Any
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (sim.build), subclassed by uncompiled code
 class CallLog:
     """Columns of the per-input records; an input's id is its row while it is out.
 
@@ -27,7 +35,7 @@ class CallLog:
     it) and reused by a later input.
     """
 
-    CHUNK = 1 << 15  # rows folded into the summary at a time
+    CHUNK: ClassVar[int] = 1 << 15  # rows folded into the summary at a time
 
     def __init__(self, window: Window = ALWAYS, keep: bool = False) -> None:
         # raw machine numbers (array.array), not lists of Python objects
@@ -53,7 +61,7 @@ class CallLog:
         # in the same order, as folding each as it fills: the numbers do not depend on when)
         self.close = self._closed.append
 
-    def new(self, client: int, now: float, work: float) -> int:
+    def new(self, client: int, now: Time, work: Time) -> Row:
         free = self._free
         if not free and len(self._closed) >= self.CHUNK:
             self._fold()
@@ -196,7 +204,7 @@ def _taken(sparse: dict, rows: list[int], take) -> np.ndarray:
 
 def _dense(sparse: dict, n: int, fill: object, dtype: type) -> np.ndarray:
     """A sparse column {row: value} as a dense array of ``n`` rows."""
-    out = np.full(n, fill, dtype=dtype)
+    out: np.ndarray = np.full(n, fill, dtype=dtype)
     if sparse:
         rows = np.fromiter(sparse.keys(), np.int64, len(sparse))
         out[rows] = np.fromiter(sparse.values(), dtype, len(sparse)) if dtype is not object else list(sparse.values())

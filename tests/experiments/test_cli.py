@@ -100,8 +100,11 @@ def test_bench_quick_runs():
     assert r.returncode == 0, r.stderr
     figures = json.loads(r.stdout)
     from experiments.bench import sections as bench
+    from sim import compiled
 
-    assert set(figures) == {"loadtests", "mmc", "mmc_100", "startup_s"}  # --only: those sections alone
+    # --only: those sections alone, and the core they ran on (sim.compiled(): the compiled modules, or none)
+    assert set(figures) == {"core", "loadtests", "mmc", "mmc_100", "startup_s"}
+    assert figures["core"] == compiled()
     assert set(figures["loadtests"]) == set(bench.LOADTESTS)
     assert set(figures["startup_s"]) == {" ".join(argv[1:]) for argv in bench.STARTUP}
     assert all(0 < wall < 120 for wall in figures["startup_s"].values())  # measured (a guard, not a speed limit)

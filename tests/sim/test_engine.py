@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sim import engine, guard
 from sim.engine import Sim, SimPyInternalsChanged, _check_internals
 from sim.scenario import ScenarioError
-from tests.support import examples
+from tests.support import SWITCHES, examples, schedule_run
 
 
 def test_callbacks_and_processes_share_one_clock_and_order():
@@ -133,57 +133,6 @@ def test_a_delay_line_runs_its_items_in_the_order_heap_entries_would(seed):
 
     with_line, without = scenario(True), scenario(False)
     assert len(with_line) > 100 and with_line == without
-
-
-SWITCHES = [(calendar, lines) for calendar in (True, False) for lines in (True, False)]
-
-
-def schedule_run(
-    seed: int, calendar: bool, lines: bool, near: int, per_s: float, grid: float, burst: int, inline: int = 64
-) -> list:
-    """A random schedule driven from callbacks: call_at and call_in at times on a grid of ``grid`` seconds (ties are
-    common), pushes into two delay lines, SimPy timeouts of a process, handles
-    cancelled before or after they ran, and a stop; the calendar engages once ``near`` entries wait. Returns every
-    execution as (time, tag), and the run's events count."""
-    engine.NEAR, engine.BUCKETS_PER_S, engine.INLINE = near, per_s, inline  # (the test restores them)
-    rng = random.Random(seed)
-    sim, seen = Sim(calendar=calendar, delay_lines=lines), []
-    shared, other = sim.line(3 * grid), sim.line(0.5)
-    handles = []
-
-    def fire(tag: str) -> None:
-        seen.append((sim.now, tag))
-        if len(seen) > 4000:
-            return
-        for k in range(rng.choice([0, 1, 1, 2, 3])):
-            child, what = f"{tag}.{k}", rng.random()
-            if what < 0.2:
-                sim.call_in(grid * rng.randint(0, 40), fire, child)
-            elif what < 0.35:
-                sim.call_at(sim.now + rng.choice([0.0, grid, 1 / 256, 7.25, 2.0**60]), fire, child)
-            elif what < 0.5:
-                (shared if rng.random() < 0.7 else other).push(fire, child)
-            elif what < 0.75:
-                handles.append(sim.schedule(sim.now + grid * rng.randint(0, 30), fire, child))
-            elif what < 0.85:
-                handles.append(shared.schedule(fire, child))
-            elif handles:
-                handles.pop(rng.randrange(len(handles))).cancel()  # due yet or not, or already run
-
-    def process():
-        while True:
-            yield sim.env.timeout(grid * rng.randint(0, 8))
-            seen.append((sim.now, "process"))
-
-    for i in range(burst):
-        sim.call_at(grid * rng.randint(0, 20), fire, str(i))
-    sim.env.process(process())
-    stop_at = grid * rng.randint(50, 400)
-    sim.call_at(stop_at, lambda _: sim.stop())
-    sim.run(until=1e9)  # stopped at stop_at
-    first = sim.now
-    sim.run(until=stop_at + grid * rng.randint(1, 200))  # and run on
-    return [*seen, ("events", sim.events), ("stopped", first), ("end", sim.now)]
 
 
 @settings(max_examples=examples(40), deadline=None)

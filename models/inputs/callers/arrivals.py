@@ -9,29 +9,45 @@ App copies share an open loop's arrivals round robin.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from heapq import heappush
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from models.inputs.base import Scenario
-from models.inputs.callers.clients import Load
+from models.inputs.callers.clients import Load, Target
 from models.inputs.callers.demand import Shape
+from models.inputs.records import CallLog, Time
 from sim.dists import Exponential
 from sim.engine import NORMAL, Sim
+from sim.rng import Streams
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (sim.build), subclassed by uncompiled code
 class OpenLoop(Load):
     """Poisson arrivals at ``rate`` × the shape per second until the duration ends (models/inputs/callers/demand.py: a
     varying rate by thinning candidates drawn at the shape's peak)."""
 
-    def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
-        super().__init__(sim, sc, *args)
+    def __init__(
+        self,
+        sim: Sim,
+        sc: Scenario,
+        log: CallLog,
+        streams: Streams,
+        targets: list[Target],
+        style: int,
+        http: bool,
+        clients: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__(sim, sc, log, streams, targets, style, http, clients)
         profile = sc.arrivals.profile
         self.rate = sc.arrivals.mean_rate(sc.duration_s)
-        self.work = sc.work.sampler(self.streams.get("work"))  # the arrivals' work: one stream, as the arrivals
+        # the arrivals' work (one stream, as the arrivals) and the gaps between them; each draw is handed on as it is
+        # (records.Time: compiled, not unboxed and boxed again)
+        self.work: Callable[[], Time] = sc.work.sampler(self.streams.get("work"))
         self.gaps = Exponential(1.0 / (sc.arrivals.rate * profile.peak()))  # between candidates, at the peak rate
-        self._gap = self.gaps.sampler(self.streams.get("arrivals"))
+        self._gap: Callable[[], Time] = self.gaps.sampler(self.streams.get("arrivals"))
         if profile.kind != "steady":  # thinning: keep a candidate at t with probability factor(t) / peak
             self._gap = thinned(self._gap, profile, self.streams.get("arrivals/thinning"), self.env)
         self.mean_work = sc.work.mean
@@ -45,7 +61,7 @@ class OpenLoop(Load):
         # one target reached at once (no overhead.submit): what _arrive offers each call to
         direct = self._single and self._submit is None and self.timeouts is None
         self._direct = self.targets[0].submit if direct else None
-        # no timeouts, through the submit leg: what _arrive sends each call down (_offer and _issue, inlined)
+        # no timeouts, through the submit leg: what _arrive sends each call down (_new_arrival and _issue, inlined)
         self._leg = self._submit if self.timeouts is None else None
         self._n_targets = len(self.targets)
         self._arrive_cb = self._arrive
@@ -55,7 +71,7 @@ class OpenLoop(Load):
         if first < self.duration:
             self._call_at(first, self._arrive_cb)
 
-    def _offer(self, now: float) -> None:
+    def _new_arrival(self, now: float) -> None:
         """A new call, to the targets in turn (app copies share an open loop's arrivals round robin)."""
         if self._single:
             client = 0
@@ -80,28 +96,28 @@ class OpenLoop(Load):
     _arrivals = 0  # calls issued so far (several targets)
     _single = False  # one target: every call goes to it
 
-    _direct = None
-    _leg = None
+    _direct: Callable[[int, int], str | None] | None = None
+    _leg: Callable[[int], None] | None = None
 
     def _arrive(self, _arg: None) -> None:
         now = self.env._now
-        if self._direct is not None:  # _offer, inlined: the per-call hot path
-            call = self._new(0, now, self.work())
+        if self._direct is not None:  # _new_arrival, inlined: the per-call hot path
+            call = self.log.new(0, now, self.work())  # the log's method (compiled: a direct call)
             self.outstanding += 1
             kind = self._direct(call, self.style)
             if kind is not None:
                 self._rejected(call, kind)
-        elif self._leg is not None:  # _offer and _issue, inlined: the per-call hot path through overhead.submit
+        elif self._leg is not None:  # _new_arrival and _issue, inlined: the per-call hot path through overhead.submit
             if self._single:
                 client = 0
             else:
                 client = self._arrivals % self._n_targets
                 self._arrivals += 1
-            call = self._new(client, now, self.work())
+            call = self.log.new(client, now, self.work())
             self.outstanding += 1
             self._leg(call)
         else:
-            self._offer(now)
+            self._new_arrival(now)
         nxt = now + self._gap()
         if nxt < self.duration:
             heap = self._heap
@@ -130,8 +146,18 @@ class TraceReplay(OpenLoop):
     """A per-minute invocation-count trace replayed (models/inputs/callers/demand.py): each minute's calls at random
     offsets within it, or all at its start."""
 
-    def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
-        Load.__init__(self, sim, sc, *args)
+    def __init__(
+        self,
+        sim: Sim,
+        sc: Scenario,
+        log: CallLog,
+        streams: Streams,
+        targets: list[Target],
+        style: int,
+        http: bool,
+        clients: Sequence[int] | None = None,
+    ) -> None:
+        Load.__init__(self, sim, sc, log, streams, targets, style, http, clients)
         self.work = sc.work.sampler(self.streams.get("work"))
         self.tp = sc.trace
         self.counts = sc.trace.counts()
@@ -160,4 +186,4 @@ class TraceReplay(OpenLoop):
         self._minute(m)
 
     def _call(self, _arg: None) -> None:
-        self._offer(self.env._now)
+        self._new_arrival(self.env._now)

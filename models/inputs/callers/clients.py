@@ -22,92 +22,18 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import ClassVar, Protocol
 
+from mypy_extensions import mypyc_attr
+
+from models.inputs.callers.client_params import ClientParams
 from models.inputs.callers.mapcall import MapCalls
 from models.inputs.callers.retries import Retries, Timeouts
 from models.inputs.platform.overhead import OverheadParams, leg
-from models.inputs.records import CallLog
+from models.inputs.records import CallLog, Row
 from sim.dists import Dist
 from sim.engine import Sim
 from sim.rng import PerClient, Streams
-from sim.scenario import param
-
-
-@dataclass(frozen=True)
-class ClientParams:
-    count: int = param(8, ge=1, le=1_000_000, source="reference load test: 8 clients (docs/sources.md §1)")
-    in_flight: int = param(1000, ge=1, source="reference load test: 1,000 calls in flight per client")
-    retry: Literal["none", "backoff", "exponential", "fixed", "random", "immediate"] = param(
-        "none",
-        source="modal 1.6.4: a single .remote/.spawn does not retry; the others are the policies callers write "
-        "(assumption: what a user's own retry loop does)",
-        doc="what a caller does with a rejected call (module docstring): none, backoff (exponential, jittered), "
-        "exponential (no jitter), fixed (retry_delay_s), random (exponential times of mean retry_delay_s: the "
-        "retrial queue's), immediate (at once)",
-    )
-    on_rate_limit: Literal["raise", "retry_after"] = param(
-        "raise",
-        source="modal 1.6.4 _retry_transient_errors: a server retry instruction is followed, a bare "
-        "RESOURCE_EXHAUSTED raises; which one Modal's input plane sends is not published (docs/sources.md §1, "
-        "'Client behaviour'): an assumption, a structural alternative the ranges carry",
-        doc="what the modal client does with a call refused by the accept limits (rate_limited, queue_full): raise "
-        "(to the retry policy ``retry``) or retry_after (it waits retry_after_s and tries again, within "
-        "max_throttle_wait_s); single calls on the Function path",
-    )
-    retry_after_s: float = param(
-        1.0,
-        gt=0,
-        le=86400,
-        source="assumption: the server's retry_after_secs is not published; modal 1.6.4 waits at least 0.1 s",
-        doc="on_rate_limit = retry_after: the wait the server asks for (the client waits max(this, 0.1 s))",
-    )
-    max_throttle_wait_s: float = param(
-        0.0,
-        ge=0,
-        le=1e9,
-        source="modal 1.6.4 config max_throttle_wait (MODAL_MAX_THROTTLE_WAIT; default unset: no limit)",
-        doc="on_rate_limit = retry_after: the client stops following retry instructions once the next try would be "
-        "this long after the call's first try, and the rejection goes to ``retry``; 0 = no limit (modal's default)",
-    )
-    backoff_base_s: float = param(0.5, gt=0, source="assumption: first retry delay of the test's HTTP client")
-    backoff_max_s: float = param(15.0, gt=0, source="modal 1.6.4 .map: at most 15 s between tries")
-    retry_delay_s: float = param(1.0, gt=0, source="assumption", doc="fixed: the delay; random: its mean")
-    max_attempts: int = param(
-        0, ge=0, le=1_000_000, source="assumption", doc="give up after this many tries of a call (0: never)"
-    )
-    timeout_s: float = param(
-        0.0,
-        ge=0,
-        source="assumption: a caller's own deadline (asyncio.wait_for, FunctionCall.get(timeout=...)); modal 1.6.4 "
-        "does not cancel an input whose caller stops waiting, so it runs on",
-        doc="a caller gives up on an attempt not back this many seconds after it was sent (kind timeout, then the "
-        "retry policy); the input still runs; 0 = waits forever; single calls on the Function path only",
-    )
-    reissue: bool = param(
-        True,
-        doc="false: the calls in flight at the start are made once and not followed by others (N spawned or mapped "
-        "calls; the run ends when all are back)",
-    )
-    connection_limit: int = param(
-        1000, ge=0, source="assumption: aiohttp connector limit raised to the calls in flight; 0 = no limit"
-    )
-    api: Literal["single", "map"] = param(
-        "single",
-        source="reference load test: one .remote/.spawn per call; map: modal 1.6.4 .map/.spawn_map "
-        "(docs/sources.md §1)",
-        doc="how a client's calls leave it: one request per call, or one map call over them (.map on the remote "
-        "approach, .spawn_map on spawn: models/inputs/callers/mapcall.py)",
-    )
-    streams: int = param(
-        0,
-        ge=0,
-        source="assumption: Modal's server's HTTP/2 concurrent-stream cap is not published; the reference test's "
-        "1,000 calls in flight per client came back at 96% of the ideal (copies), so it did not bind there",
-        doc="on the Function path, the calls in flight a client's one HTTP/2 connection carries at once (each holds "
-        "a stream until its result is back); the rest wait at the client; 0 = no cap; closed-loop clients only",
-    )
 
 
 class Scenario(Protocol):
@@ -119,6 +45,8 @@ class Scenario(Protocol):
     def duration_s(self) -> float: ...
     @property
     def warmup_s(self) -> float: ...
+    @property
+    def drain_s(self) -> float: ...
     @property
     def clients(self) -> ClientParams: ...
     @property
@@ -155,6 +83,7 @@ class Connections:
             self._send(self._waiting[client].popleft())
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (sim.build), subclassed by uncompiled code
 class Load:
     """The callers of one run: issue calls, handle rejections, count what is outstanding. The features that may be
     on are objects it holds (None where off): its ``retries``, ``timeouts``, ``connections`` and map calls."""
@@ -213,6 +142,8 @@ class Load:
         self.work_ended: Callable[[int], None] = (
             self.done if http else leg(sim, sc.overhead, "result", streams, self.done, log.client) or self.done
         )
+        # what a closed-loop caller does when a call is back (a subclass's method ``returned``); open loops do nothing
+        self._returned: Callable[[int], None] | None = getattr(self, "returned", None)
 
     @staticmethod
     def _pool_binds(limit: int, in_flight: int) -> bool:
@@ -306,7 +237,7 @@ class Load:
         self._call_at(now + delay, self._send_cb, call)  # call_in, without its check: delay > 0
 
     # --- coming back -----------------------------------------------------------------------------------------
-    def done(self, call: int) -> None:
+    def done(self, call: Row) -> None:
         """A started call finished (the Function's or proxy's callback)."""
         if self.timeouts is not None and not self.timeouts.heard(call):
             return  # the Function is done with an abandoned input
@@ -320,8 +251,8 @@ class Load:
         self._finished[call] = self.env._now
         # _back, inlined: this is every call's way back
         self.outstanding -= 1
-        if self.returned is not None:
-            self.returned(call)
+        if self._returned is not None:
+            self._returned(call)
         self._close(call)
         if self.outstanding == 0:
             self._maybe_drained()
@@ -335,8 +266,8 @@ class Load:
     def _back(self, call: int) -> None:
         """The call is back for good: the caller moves on, the log folds the call in."""
         self.outstanding -= 1
-        if self.returned is not None:
-            self.returned(call)
+        if self._returned is not None:
+            self._returned(call)
         self._close(call)
         if self.outstanding == 0:
             self._maybe_drained()
@@ -355,7 +286,9 @@ class Load:
             self.sim.stop()
 
     reissue = True  # a closed loop follows a call that is back with the next (ClientParams.reissue)
-    connected = False  # its callers are clients with a connection of their own to Modal (clients.streams)
+    # its callers are clients with a connection of their own to Modal (clients.streams); ClassVar: read through the
+    # class also where compiled (sim.build), so that a subclass's own value holds
+    connected: ClassVar[bool] = False
 
     def loss_of_failure(self, call: int) -> float:
         """Input-seconds lost when ``call`` fails unretried: in a closed loop its slot ends."""
@@ -368,6 +301,3 @@ class Load:
         now = self.env._now
         end = now + lost
         return max(0.0, (end if end < self.duration else self.duration) - (now if now > self._w0 else self._w0))
-
-    # What a closed-loop caller does when a call is back (a subclass's method); open loops do nothing.
-    returned: Callable[[int], None] | None = None

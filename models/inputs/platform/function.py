@@ -39,126 +39,25 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from heapq import heappush
+from typing import Final
+
+from mypy_extensions import mypyc_attr
 
 from models.inputs.platform.autoscaler import AutoscalerParams, Container, ContainerPool, containers_for
+from models.inputs.platform.function_params import FunctionParams, LimitParams
 from models.inputs.platform.startlimit import RampingStartBucket, StartBucket
-from models.inputs.records import CallLog
+from models.inputs.records import CallLog, Row, Time
 from sim.engine import NORMAL, Sim
 from sim.limiter import TokenBucket
 from sim.rng import Streams
-from sim.scenario import param
 
-SYNC, ASYNC = 0, 1  # call styles: .remote/.map/.starmap vs .spawn/.spawn_map
-
-
-@dataclass(frozen=True)
-class LimitParams:
-    enabled: bool = param(True, doc="false: no accept or start limits (the mmc preset)")
-    sync_accept_rate: float = param(200.0, gt=0, source="docs/sources.md §1 limits table (.remote, .map: 200 inputs/s)")
-    sync_accept_burst: float = param(
-        1000.0,
-        ge=1,
-        source="assumption: at least the 1,000 calls one copy accepted at once without error in "
-        "the reference load test (docs/sources.md §1)",
-    )
-    sync_pending_cap: int = param(2000, ge=0, source="docs/sources.md §1 limits table (2,000 queued)")
-    sync_in_system_cap: int = param(25000, ge=0, source="docs/sources.md §1 limits table (25,000 queued + running)")
-    async_accept_rate: float = param(1500.0, gt=0, source="docs/sources.md §1 limits table (.spawn: 1,500 inputs/s)")
-    async_accept_burst: float = param(
-        8000.0,
-        ge=1,
-        source="assumption: at least the 8,000 spawns accepted at once without error in the "
-        "reference load test (docs/sources.md §1)",
-    )
-    async_pending_cap: int = param(1_000_000, ge=0, source="docs/sources.md §1 limits table (1,000,000 queued)")
-    start_rate: float = param(
-        710.0,
-        gt=0,
-        source="undocumented (docs/sources.md §1: 'above about 200/s per Function, extra inputs wait'); "
-        "fitted to docs/sources.md §1 (calibration/params/reference-loadtest.toml)",
-        doc="inputs started per second per Function",
-    )
-    start_burst: float = param(
-        17.6,
-        ge=1,
-        source="undocumented; fitted by the fifo-start candidate of calibration.fit (docs/explanation/calibration.md), "
-        "not pinned down; the candidate kept (overhead) does not fit it and runs with this value",
-    )
-    start_ramp_per_s: float = param(
-        0.0,
-        ge=0,
-        source="assumption: a start limit that ramps up while a backlog persists; 0 in the candidate kept by "
-        "calibration.fit (calibration/params/reference-loadtest.toml: a plain bucket fits better once the legs vary "
-        "and the pool is sized over its cold start)",
-        doc="while inputs are pending the start rate grows by this many inputs/s per second; 0 = no ramp",
-    )
-    start_rate_max: float = param(
-        833.0,
-        ge=0,
-        source="assumption: a ramp's ceiling, the fastest start rate a ramp fit reached in the reference test "
-        "(832.7/s, spawn's 64 s backlog; models/inputs/platform/startlimit.py); no ramp in the kept candidate",
-        doc="the most the start rate ramps up to (at or below start_rate: no ramp); 0 = no cap (used only with "
-        "start_ramp_per_s > 0)",
-    )
-    start_relax_per_s: float = param(
-        0.0,
-        ge=0,
-        source="assumption: the ramp-start candidate falls back as fast as it ramps up (calibration/candidates.py)",
-        doc="once the backlog clears the start rate falls back to start_rate by this many inputs/s per second; "
-        "0 = at once",
-    )
+# call styles: .remote/.map/.starmap vs .spawn/.spawn_map (Final: compiled, inlined)
+SYNC: Final = 0
+ASYNC: Final = 1
 
 
-@dataclass(frozen=True)
-class FunctionParams:
-    max_inputs: int = param(1, ge=1, source="@modal.concurrent(max_inputs=N) (docs/sources.md §1; Modal default 1)")
-    target_inputs: int = param(0, ge=0, source="@modal.concurrent(target_inputs=T); 0 = max_inputs (Modal default)")
-    containers: int = param(
-        0, ge=0, le=1_000_000, doc="> 0: a fixed pool of always-warm containers, no autoscaling (mmc)"
-    )
-    copies: int = param(
-        1,
-        ge=0,
-        le=100_000,
-        doc="deployed app copies of the Function; caller i uses copy i mod copies; 0 = one per client",
-    )
-    retries: int = param(
-        0,
-        ge=0,
-        le=100,
-        source="@app.function(retries=modal.Retries(max_retries=N)) (modal 1.6.4 retries.py: N >= 0; at most 100 "
-        "here, a bound of the model)",
-        doc="times the Function retries an input that failed (a crashed container: models/inputs/platform/faults.py)",
-    )
-    retry_initial_delay_s: float = param(
-        1.0, ge=0, le=60, source="modal.Retries(initial_delay=...) (modal 1.6.4 retries.py: 0 .. 60 s, default 1)"
-    )
-    retry_backoff: float = param(
-        2.0,
-        ge=1,
-        le=10,
-        source="modal.Retries(backoff_coefficient=...) (modal 1.6.4 retries.py: 1 .. 10, default 2; retries=N as "
-        "an int is 1.0)",
-    )
-    retry_max_delay_s: float = param(
-        60.0, ge=1, le=60, source="modal.Retries(max_delay=...) (modal 1.6.4 retries.py: 1 .. 60 s, default 60)"
-    )
-
-    def __post_init__(self) -> None:
-        if self.target_inputs > self.max_inputs:
-            raise ValueError("target_inputs: must be <= max_inputs")
-
-    @property
-    def target(self) -> int:
-        return self.target_inputs or self.max_inputs
-
-    def retry_delay(self, retry: int) -> float:
-        """Seconds before the Function's ``retry``-th retry of a failed input (1, 2, ...): modal.Retries' rule."""
-        return min(self.retry_initial_delay_s * self.retry_backoff ** (retry - 1), self.retry_max_delay_s)
-
-
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (sim.build), subclassed by uncompiled code
 class Function:
     """One deployed Function: limits, pending queue, containers. Callers use ``submit``; the Function calls
     ``on_done(call)`` when a started input's work ends."""
@@ -197,6 +96,7 @@ class Function:
         self.n_running = [0, 0]
         self.started = 0  # inputs started so far (the monitor's cumulative series)
         self.accepted = [0, 0]  # inputs accepted so far by call style (counted only under the accept limits)
+        self.accept: list[TokenBucket] | None
         if limits.enabled:
             self.accept = [
                 TokenBucket(limits.sync_accept_rate, limits.sync_accept_burst),
@@ -241,7 +141,7 @@ class Function:
         )
 
     # --- accepting -------------------------------------------------------------------------------------------
-    def submit(self, call: int, style: int = SYNC) -> str | None:
+    def submit(self, call: Row, style: int = SYNC) -> str | None:
         """Offer an input; return None if accepted, else the rejection kind."""
         now = self.env._now
         accept = self.accept
@@ -257,7 +157,7 @@ class Function:
         self._admit(call, style, now)
         return None
 
-    def _admit(self, call: int, style: int, now: float) -> None:
+    def _admit(self, call: Row, style: int, now: Time) -> None:
         """An accepted input (or one the Function retries) joins: it starts at once if it can, else it waits."""
         self._in_system += 1
         if self._in_system > self.pool.quiet_hi:
@@ -325,7 +225,7 @@ class Function:
         if self._ramping is not None:
             self._ramping.backlog(now, False)  # the queue is empty: the backlog has cleared
 
-    def _start(self, call: int, style: int, c: Container, now: float) -> None:
+    def _start(self, call: Row, style: int, c: Container, now: Time) -> None:
         """Start ``call`` on container ``c``, whose slot it holds (counted in ``c.running``): every start, this is
         the per-call hot path."""
         self.n_running[style] += 1
@@ -346,7 +246,7 @@ class Function:
         self._wake_pending = False
         self._start_pending()
 
-    def _finish(self, arg: tuple[int, int, Container]) -> None:
+    def _finish(self, arg: tuple[Row, int, Container]) -> None:
         call, style, c = arg
         if self.on is not None:
             if c.crashed:
@@ -393,9 +293,11 @@ class Function:
         for c in dead:
             c.crashed = c.retired = True
         self.pool.lose(dead)
-        failed = [(call, style) for call, (c, style) in self.on.items() if c.crashed]
+        on = self.on
+        assert on is not None, "crash needs the inputs' containers (faults.crash sets Function.on)"
+        failed = [(call, style) for call, (c, style) in on.items() if c.crashed]
         for call, style in failed:
-            del self.on[call]
+            del on[call]
             self.n_running[style] -= 1
             self._in_system -= 1
             self._failed(call, style)
@@ -432,15 +334,15 @@ class Function:
                         f"accepted {self.accepted[style]:,} {('sync', 'async')[style]} inputs by t = {now:g} s, "
                         f"more than the accept limit admits ({most:,.1f})"
                     )
-        bucket = self.start_bucket
-        if bucket is not None:
-            if isinstance(bucket, RampingStartBucket):
-                peak = bucket.peak_rate
-                if peak > bucket.cap * (1 + 1e-12):
-                    out.append(f"start rate {peak:,.1f}/s above its ceiling {bucket.cap:,.1f}/s")
-                most = bucket.burst + bucket.peak_rate * now
+        starts = self.start_bucket
+        if starts is not None:
+            if isinstance(starts, RampingStartBucket):
+                peak = starts.peak_rate
+                if peak > starts.cap * (1 + 1e-12):
+                    out.append(f"start rate {peak:,.1f}/s above its ceiling {starts.cap:,.1f}/s")
+                most = starts.burst + starts.peak_rate * now
             else:
-                most = bucket.burst + bucket.rate * now
+                most = starts.burst + starts.rate * now
             if self.started > most * (1 + 1e-9) + 1e-6:
                 out.append(
                     f"started {self.started:,} inputs by t = {now:g} s, more than the start limit admits ({most:,.1f})"
