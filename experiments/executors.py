@@ -87,6 +87,9 @@ def dask_client(executor: str, jobs: int) -> Any:
                     threads_per_worker=1,
                     processes=True,
                     dashboard_address=None,
+                    # no dashboard, and the scheduler's own HTTP routes on a free port: on 8787 a second cluster
+                    # (another sweep on the machine) warned that the port was in use
+                    scheduler_kwargs={"dashboard_address": ":0"},
                     silence_logs=logging.ERROR,
                 )
             return Client(cluster, set_as_default=False)
