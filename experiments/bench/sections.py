@@ -233,7 +233,7 @@ def mmc(quick: bool, repeat: int) -> dict:
     return {"mmc": mmc_ratio(10, 9.0, horizon, repeat), "mmc_100": mmc_ratio(100, 90.0, horizon / 10, repeat)}
 
 
-# What a user waits for (issue 46's table): (name, the command's arguments, its quick form's, the target wall s)
+# What a user waits for: (name, the command's arguments, its quick form's, the target wall s)
 WAITS = (
     (
         "spawn_uncertainty",
