@@ -44,8 +44,9 @@ def clean() -> list[Path]:
 
 
 def build() -> float:
-    """Compile ``COMPILED`` in place (the C sources and objects in a temporary directory); returns the wall seconds it
-    took. Fails (mypyc's or the C compiler's error) if any does not compile."""
+    """Compile ``COMPILED`` in place (the C sources, objects and copies in a temporary directory: nothing else is
+    left in the tree); returns the wall seconds it took. Fails (mypyc's or the C compiler's error) if one does not
+    compile."""
     from mypyc.build import mypycify  # here: the compile extra, needed only to build
     from setuptools import Distribution
     from setuptools.command.build_ext import build_ext
@@ -64,7 +65,7 @@ def build() -> float:
                 target_dir=f"{tmp}/c",
             )
             cmd = build_ext(Distribution({"name": "scalesim-core", "ext_modules": extensions}))
-            cmd.inplace, cmd.build_temp = True, f"{tmp}/obj"
+            cmd.inplace, cmd.build_temp, cmd.build_lib = True, f"{tmp}/obj", f"{tmp}/lib"
             cmd.ensure_finalized()
             cmd.run()
         finally:

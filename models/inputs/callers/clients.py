@@ -1,8 +1,8 @@
-"""The callers of a load test (docs/sources.md §1, the reference load test): the ``clients`` section, and what every
-kind of caller the scenario's ``load`` key names shares (``Load``; the kinds, ``LOADS``: models/inputs/approaches/
-base.py; closed-loop clients: models/inputs/callers/closedloop.py; open-loop arrivals and trace replay: models/inputs/
-arrivals.py). An approach may bring its own callers (batching's rounds of chunks: models/inputs/approaches/
-batching.py).
+"""The callers of a load test (docs/sources.md §1, the reference load test): what every kind of caller the scenario's
+``load`` key names shares (``Load``, read from the ``clients`` section: models/inputs/callers/client_params.py; the
+kinds, ``LOADS``: models/inputs/approaches/base.py; closed-loop clients: models/inputs/callers/closedloop.py;
+open-loop arrivals and trace replay: models/inputs/callers/arrivals.py). An approach may bring its own callers
+(batching's rounds of chunks: models/inputs/approaches/batching.py).
 
 A call leaves its client as one request of its own (``api = "single"``: ``.remote``/``.spawn``) or as an input of the
 client's map call (``api = "map"``: ``.map``/``.spawn_map``, with the modal client's batching and retries:
