@@ -37,6 +37,7 @@ import functools
 import math
 import os
 import statistics
+import sys
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from models.runs import load_scenario, run_scenario
 from sim import files
 from sim.cli import cap_jobs
 from sim.dists import Dist
+from sim.guard import OverBudget
 from sim.model import Plausibles
 from sim.pools import process_pool
 from sim.scenario import ScenarioError, leading_number
@@ -265,8 +267,15 @@ def envelope_of(sc: Any, params: list[str], users: set[str] = frozenset()) -> En
 
 
 def _run(args: tuple[str, list[str], list[str], int]) -> dict:
+    """One run of the envelope; past its budget, what it is and why (``OVER``), not the whole range's end."""
     scenario, sets, params, seed = args
-    return run_scenario(load_scenario(scenario, sets, params), seed=seed)
+    try:
+        return run_scenario(load_scenario(scenario, sets, params), seed=seed)
+    except OverBudget as e:
+        return {OVER: str(e)}
+
+
+OVER = "over_budget"  # a run's result that went past its budget: why (sim/guard.py)
 
 
 def ranges(
@@ -303,7 +312,17 @@ def ranges(
         done = [_run(w) for w in work]
     known.update(zip(todo, done, strict=True))
     result: dict[Any, dict] = {k: known[k] for k in unique}
-    mine, runs = result[key[0]], [result[k] for k in key[1:]]
+    mine = result[key[0]]
+    if OVER in mine:  # the user's own run: its error, as without --uncertainty
+        raise OverBudget(mine[OVER])
+    # a plausible model's run past its budget (a retry storm the kept model does not have) is left out of the ranges,
+    # and named: they do not hold that model's figures
+    over = [
+        {"settings": wanted[i][1][: len(wanted[i][1]) - len(sets)], "seed": wanted[i][3], "why": result[k][OVER]}
+        for i, k in enumerate(key)
+        if i and OVER in result[k]
+    ]
+    runs = [result[k] for k in key[1:] if OVER not in result[k]]
     out = {}
     for k, v in runs[0].items():
         if isinstance(v, bool) or not isinstance(v, (int, float)) or k in ("wall_s", "events"):
@@ -313,6 +332,14 @@ def ranges(
         if values and central:
             out[k] = {"central": statistics.fmean(central), "low": min(values), "high": max(values)}
     doc = {"file": env.file, "models": len(chosen), "of": env.of, "seeds": seeds, "runs": len(work)}
+    if over:
+        doc[OVER] = over
+        print(
+            f"warning: --uncertainty: {len(over)} of {len(key) - 1} runs of the plausible models went past their run "
+            f"budget and are not in the ranges (first: {' '.join(over[0]['settings'])}, seed {over[0]['seed']}: "
+            f"{over[0]['why']})",
+            file=sys.stderr,
+        )
     if env.sources:  # where each declared model comes from (a file's models are the fit's)
         doc["sources"] = env.sources
     return mine, {**doc, "ranges": out}

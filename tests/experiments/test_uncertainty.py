@@ -272,3 +272,21 @@ def test_a_bad_plausible_models_file_is_one_line_exit_2_never_the_shipped_set(tm
     assert run.main(argv) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "fit.plausible.json" in err and says in err, err
+
+
+@pytest.mark.slow
+def test_a_plausible_models_run_past_its_budget_is_named_and_left_out_of_the_ranges(tmp_path, capsys):
+    # the kept model retries at the preset's backoff; a plausible one every millisecond: a retry storm past its budget
+    kept = ["clients.backoff_base_s=0.5", "clients.backoff_max_s=15"]
+    storm = ["clients.backoff_base_s=0.001", "clients.backoff_max_s=0.001"]
+    params = models_file(tmp_path, kept, [kept, storm])
+    sets = ["clients.retry=backoff", "duration_s=20"]
+    mine, doc = uncertainty.ranges("loadtest-remote", sets, [str(params)], 1, 1)
+    over = doc["over_budget"]
+    assert [o["settings"] for o in over] == [storm] and "run budget" in over[0]["why"]
+    assert "1 of" in capsys.readouterr().err  # said, not silent
+    alone = run_scenario(load_scenario("loadtest-remote", sets, [str(params)]), seed=0)
+    assert doc["ranges"]["calls_per_s"]["low"] <= alone["calls_per_s"] <= doc["ranges"]["calls_per_s"]["high"]
+    assert mine["calls_per_s"] == alone["calls_per_s"]
+    with pytest.raises(ScenarioError, match="run budget"):  # the user's own run past its budget is the error
+        uncertainty.ranges("loadtest-remote", [*sets, *storm], [str(params)], 1, 1)
