@@ -73,6 +73,8 @@ class Simulator:
         self.user_sets: list[str] = []  # the user's own --sets (the end of ``sets``): what a question may not override
         self.runs = 0
         self.too_costly: tuple[int, str] | None = None  # a search's value past the run budget (``smallest``)
+        # every run made, by (scenario, seed): the answer's ranges do not make again the runs its search made
+        self.done: dict[tuple[str, int], dict] = {}
         self.sc = load_scenario(scenario, sets, params)  # bad input fails here, before any search
         self.pool = process_pool(jobs) if jobs > 1 else None
         # runs done on stderr, with an ETA against ``expect`` (a search's guess, raised when passed); shown only on a
@@ -113,8 +115,9 @@ class Simulator:
         """The runs of (configuration, seed) pairs, in order, counted on the progress bar."""
         todo = [(self.scenario, [*self.sets, *(f"{k}={v}" for k, v in c.items())], self.params, s) for c, s in jobs]
         runs = []
-        for r in self.pool.map(_run, todo) if self.pool else map(_run, todo):
+        for job, r in zip(todo, self.pool.map(_run, todo) if self.pool else map(_run, todo), strict=True):
             runs.append(r)
+            self.done[(repr(load_scenario(*job[:3])), job[3])] = r  # as uncertainty.ranges keys its runs
             self.runs += 1
             if self.bar.total is not None and self.runs > self.bar.total:
                 self.bar.total = self.runs
@@ -146,8 +149,7 @@ def _evaluation(config: dict[str, Any], runs: list[dict]) -> Evaluation:
 
 def _run(job: tuple[str, list[str], list[str], int]) -> dict:
     name, sets, params, seed = job
-    m = run_scenario(load_scenario(name, sets, params), seed=seed)
-    return {k: m.get(k) for k in (*METRICS, "first_n_back_s", "binding_limit", "extrapolated")}
+    return run_scenario(load_scenario(name, sets, params), seed=seed)
 
 
 def _mean_ci(vals: list[float]) -> tuple[float | None, float | None]:
@@ -307,7 +309,7 @@ def robustness(
     answer is not yet decided there: a worst end that fails already fails with more runs (they only widen the
     range), and one that passes by far (``clear`` of it) is taken as passing; ``seeds`` then says 1."""
     config = [f"{k}={v}" for k, v in out["chosen"]["config"].items()]
-    known: dict = {}
+    known = sim.done  # the search's runs: the kept model's at the search's seeds are among them
     runs = 0
     for seeds in (1, sim.seeds) if clear is not None and check is not None and sim.seeds > 1 else (sim.seeds,):
         _, doc = uncertainty.ranges(sim.scenario, [*sim.sets, *config], sim.params, seeds, jobs, known=known)
