@@ -235,6 +235,10 @@ def mmc(quick: bool, repeat: int) -> dict:
 
 
 # What a user waits for, beside its target: (name, the command's arguments, its quick form's, the target wall s)
+# the plan a user waits for: 3,000 calls/s of 2 s work, 100 inputs a container, at most 50 containers
+PLAN = ["experiments.whatif", "plan", "--rate", "3000", "--p99", "2", "--set", "function.max_inputs=100"]
+PLAN += ["--set", "work=constant(2)", "--set", "autoscaler.max_containers=50"]
+PLAN_QUICK = ["--rate", "50", "--seeds", "1", "--ways", "remote"]
 WAITS = (
     (
         "spawn_uncertainty",
@@ -250,47 +254,8 @@ WAITS = (
         ["--set", "clients.count=8"],
         20.0,
     ),
-    (
-        "plan",
-        [
-            "experiments.whatif",
-            "plan",
-            "--rate",
-            "3000",
-            "--p99",
-            "2",
-            "--set",
-            "function.max_inputs=100",
-            "--set",
-            "work=constant(2)",
-            "--set",
-            "autoscaler.max_containers=50",
-        ],
-        [],
-        ["--rate", "50", "--seeds", "1", "--ways", "remote"],
-        30.0,
-    ),
-    (
-        "plan_uncertainty",
-        [
-            "experiments.whatif",
-            "plan",
-            "--rate",
-            "3000",
-            "--p99",
-            "2",
-            "--set",
-            "function.max_inputs=100",
-            "--set",
-            "work=constant(2)",
-            "--set",
-            "autoscaler.max_containers=50",
-            "--uncertainty",
-        ],
-        [],
-        ["--rate", "50", "--seeds", "1", "--ways", "remote"],
-        60.0,
-    ),
+    ("plan", PLAN, [], PLAN_QUICK, 30.0),
+    ("plan_uncertainty", [*PLAN, "--uncertainty"], [], PLAN_QUICK, 60.0),
 )
 
 
