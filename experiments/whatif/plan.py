@@ -30,9 +30,7 @@ headroom, only why. A shaped demand is sized at its busiest window of the run's 
 window's mean rate), a trace at its busiest minutes; for either the answer is then run through the demand's steepest
 rise, pre-warmed where it misses (``--lead``), and priced per month over the demand (experiments/whatif/peak.py).
 Each figure is the mean over ``--seeds`` with its range (least .. greatest over seeds, or with ``--uncertainty`` over
-the calibration's plausible models × seeds: experiments/uncertainty.py; each model at its first seed, and at the
-others only where the answer is not yet clear: a worst end that fails, or passes with its p99 within 1/CLEAR of the
-limit, is decided there); cost per hour is the steady part's, after
+the calibration's plausible models × seeds: experiments/uncertainty.py); cost per hour is the steady part's, after
 the warm-up MSER-5 detects (``cost_per_hour``), per month × 730 h at one rate (24×7), the warm-up's apart
 (``cost_usd_warmup``).
 """
@@ -53,6 +51,7 @@ from experiments.whatif.plan_page import demand_label, described, page, words
 from experiments.whatif.search import (
     Simulator,
     busiest_minutes,
+    clear_within,
     latency_ok,
     peak_window,
     robustness,
@@ -289,12 +288,6 @@ def plan(
     return out, every
 
 
-def clear_pass(p99: float) -> Callable[[Any], bool]:
-    """Whether an answer's worst end under the plausible models passes by far: its p99 within 1/CLEAR of the limit
-    (its ranges need no more seeds: experiments/whatif/search.py ``robustness``)."""
-    return lambda e: e.mean("added_latency_p99_s") <= p99 / CLEAR
-
-
 def _loses(o: Option, best: Option | None) -> str:
     """Why a combination is not the answer: it is; it fails (why); or it meets and costs more (by how much)."""
     if o is best:
@@ -377,8 +370,8 @@ class Plan(Search):
             out["month"] = month(sim, best, sized, demand, out["onset"]["prewarm"], point)
         if args.uncertainty and best:  # the answer under every plausible model: its ranges
             try:
-                check = latency_ok(args.p99, sized)  # whether it still meets the target at the ranges' worst end
-                u = robustness(sim, {"chosen": {"config": best["config"]}}, check, args.jobs, clear_pass(args.p99))
+                check, clear = latency_ok(args.p99, sized), clear_within(args.p99 / CLEAR)  # at the ranges' worst end
+                u = robustness(sim, {"chosen": {"config": best["config"]}}, check, args.jobs, clear)
             except OverBudget as e:  # the plan stands; its ranges are missing, and it says why
                 best["uncertainty_missing"] = f"--uncertainty: a plausible model's run went past its budget ({e})"
                 print(f"warning: {best['uncertainty_missing']}: the plan has no ranges", file=sys.stderr)

@@ -183,6 +183,11 @@ def latency_ok(p99: float, rate: float | None = None) -> Callable[[Evaluation], 
     return check
 
 
+def clear_within(p99: float) -> Callable[[Evaluation], bool]:
+    """Whether a worst end passes by far (``robustness``): its p99 within ``p99``, a fraction of the limit."""
+    return lambda e: e.mean("added_latency_p99_s") <= p99
+
+
 def smallest(sim: Simulator, key: str, check: Callable[[Evaluation], None], fixed: dict, lo: int = 1) -> tuple:
     """The smallest integer value of ``key`` ≥ ``lo`` whose evaluation meets ``check`` (monotone: doubling, then
     bisection); every evaluation made, by value. None if even MAX_KNOB fails, or if the doubling reaches a value
