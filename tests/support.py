@@ -54,8 +54,13 @@ def fast_lane() -> bool:
 
 
 def examples(n: int) -> int:
-    """A property's Hypothesis examples: ``n`` in the full lane (CI), a tenth (at least 3) in the fast lane."""
-    return max(3, n // 10) if fast_lane() else n
+    """A property's Hypothesis examples: ``n`` in the full lane (CI), a tenth (at least 3) in the fast lane; times
+    ``SCALESIM_EXAMPLES`` (default 1) where set, for a deeper run of the differential tests than CI's."""
+    n = round(n * float(os.environ.get(EXAMPLES_ENV, "1")))
+    return max(3, n // 10) if fast_lane() else max(1, n)
+
+
+EXAMPLES_ENV = "SCALESIM_EXAMPLES"
 
 
 MECHANISMS_OFF: dict = {}
