@@ -26,6 +26,8 @@ COMPILED = (
     "models.inputs.platform.function",
     "models.inputs.callers.clients",
     "models.inputs.callers.arrivals",
+    "models.inputs.platform.proxy",
+    "models.inputs.callers.closedloop",
 )
 PURE_ENV = "SCALESIM_PURE"  # set (to anything but "" or "0"): the .py files, even where compiled ones are built
 _ROOT = Path(__file__).resolve().parent.parent

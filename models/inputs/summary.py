@@ -14,7 +14,7 @@ from sim.metrics import Metric, Metrics, percentile_metrics
 from sim.stats import LogHistogram, finite, mean_ci95, mser5, window_bins
 
 # Every kind of rejection or failure the input plane reports: accept limits (models/inputs/platform/function.py), the
-# HTTP proxy (models/inputs/approaches/server.py) and a failed item of a batched chunk.
+# HTTP proxy (models/inputs/platform/proxy.py) and a failed item of a batched chunk.
 ERROR_KINDS = ("rate_limited", "queue_full", "http_503", "http_429", "item_failed", "timeout", "container_crash")
 
 

@@ -14,22 +14,37 @@ the next call's issue are recorded then, at their own times (``RoundTrips``).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
-from models.inputs.callers.clients import Load, Scenario
+from mypy_extensions import mypyc_attr
+
+from models.inputs.callers.clients import Load, Scenario, Target
 from models.inputs.platform.overhead import OverheadParams, is_zero
+from models.inputs.records import CallLog
 from models.inputs.shortcut_names import ROUND_TRIPS
 from sim.engine import Sim
-from sim.rng import PerClient
+from sim.rng import PerClient, Streams
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (sim.build), subclassed by uncompiled code (a test)
 class ClosedLoop(Load):
     """Each client keeps ``in_flight`` calls outstanding until the duration ends (or, without ``reissue``, makes its
     ``in_flight`` calls once). Its calls go round trips where the legs allow (``trips``: None where not)."""
 
     connected = True
 
-    def __init__(self, sim: Sim, sc: Scenario, *args) -> None:
-        super().__init__(sim, sc, *args)
+    def __init__(
+        self,
+        sim: Sim,
+        sc: Scenario,
+        log: CallLog,
+        streams: Streams,
+        targets: list[Target],
+        style: int,
+        http: bool,
+        clients: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__(sim, sc, log, streams, targets, style, http, clients)
         self.reissue = sc.clients.reissue
         op = sc.overhead
         self.trips: RoundTrips | None = None

@@ -67,7 +67,7 @@ class Container:
 
     def __init__(self, now: float) -> None:
         self.running = 0  # inputs (or requests) in progress
-        self.cpu_free = 0.0  # the web server's CPU is busy until then (models/inputs/approaches/server.py)
+        self.cpu_free = 0.0  # the web server's CPU is busy until then (models/inputs/platform/proxy.py)
         self.idle_since = now
         self.retired = False
         self.crashed = False  # it crashed (models/inputs/platform/faults.py): gone with the inputs on it

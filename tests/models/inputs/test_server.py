@@ -1,4 +1,4 @@
-"""The HTTP proxy's choice of container (models/inputs/approaches/server.py): its heap against the plain scan.
+"""The HTTP proxy's choice of container (models/inputs/platform/proxy.py): its heap against the plain scan.
 
 The proxy keeps its ready containers in a heap keyed by (requests in progress, ready order) so that a request costs
 O(log containers). These tests drive a proxy through random sequences of containers becoming ready and retiring,
@@ -17,9 +17,10 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.inputs.approaches import server
-from models.inputs.approaches.server import Proxy, ServerParams
+from models.inputs.platform import proxy as proxy_module
 from models.inputs.platform.autoscaler import AutoscalerParams
+from models.inputs.platform.proxy import Proxy
+from models.inputs.platform.proxy_params import ServerParams
 from models.inputs.records import CallLog
 from sim.dists import Constant
 from sim.engine import Sim
@@ -83,13 +84,13 @@ OPS = st.one_of(
     st.sampled_from([0, 0, 2, 5]),
     st.sampled_from([0.0, 0.0, 0.3]),
     st.integers(0, 6),
-    st.sampled_from([0, 3, server.REBUILD_SLACK]),
+    st.sampled_from([0, 3, proxy_module.REBUILD_SLACK]),
     st.lists(OPS, min_size=1, max_size=60),
 )
 def test_choice_is_the_scan(
     max_concurrency: int, cpu_s: float, start: int, slack: int, ops: list[tuple[str, int]]
 ) -> None:
-    with mock.patch.object(server, "REBUILD_SLACK", slack):  # a small slack: many rebuilds
+    with mock.patch.object(proxy_module, "REBUILD_SLACK", slack):  # a small slack: many rebuilds
         drive(proxy(max_concurrency, cpu_s), start, ops)
 
 
@@ -98,7 +99,7 @@ def test_choice_is_the_scan(
     st.sampled_from([0, 0, 2, 5]),
     st.sampled_from([0.0, 0.0, 0.3]),
     st.integers(0, 6),
-    st.sampled_from([0, 3, server.REBUILD_SLACK]),
+    st.sampled_from([0, 3, proxy_module.REBUILD_SLACK]),
     st.lists(st.integers(0, 2), min_size=1, max_size=30),
     st.lists(OPS, min_size=1, max_size=60),
 )
@@ -116,7 +117,7 @@ def test_requests_sent_as_one_finishes_are_the_scans(
                 submit_checked(p, float((finished + i) % 4))
         finished += 1
 
-    with mock.patch.object(server, "REBUILD_SLACK", slack):
+    with mock.patch.object(proxy_module, "REBUILD_SLACK", slack):
         p = proxy(max_concurrency, cpu_s, follow)
         drive(p, start, ops)
 
@@ -152,7 +153,7 @@ def test_stale_keys_are_rebuilt_away() -> None:
         submit_checked(p, float(i % 3))
         if i % 7 == 0:
             p.sim.run(p.sim.now + 0.5)
-        assert len(p._keys) <= 2 * len(p.pool.ready) + server.REBUILD_SLACK + 1
+        assert len(p._keys) <= 2 * len(p.pool.ready) + proxy_module.REBUILD_SLACK + 1
 
 
 def _serve(containers: int, requests: int) -> int:
@@ -238,14 +239,22 @@ def test_a_pool_that_cannot_bind_is_skipped_exactly(sets: dict, spare: int, big:
     pool's bookkeeping skipped where the limit is at least ``in_flight``) gives every metric and every record of the
     run with the bookkeeping of every limit, to the bit."""
     from models.inputs import loadtest
+    from models.inputs.approaches import base
     from models.inputs.callers import closedloop
     from tests.support import preset
 
     limit = max(1, sets["clients.in_flight"] + (spare if spare < 4 else big))  # about in_flight, or far above
     sc = preset("loadtest-server", *(f"{k}={v}" for k, v in sets.items()), f"clients.connection_limit={limit}")
     fast = loadtest.run(sc, seed=seed, records=True)
-    kept = staticmethod(lambda limit, in_flight: limit > 0)  # the bookkeeping of any limit, as a pool that may bind
-    with mock.patch.object(closedloop.ClosedLoop, "_pool_binds", kept):
+
+    class Kept(closedloop.ClosedLoop):
+        """The bookkeeping of any limit, as a pool that may bind."""
+
+        @staticmethod
+        def _pool_binds(limit: int, in_flight: int) -> bool:
+            return limit > 0
+
+    with mock.patch.dict(base.LOADS, clients=Kept):
         slow = loadtest.run(sc, seed=seed, records=True)
     assert set(fast) == set(slow)
     for k in fast:
