@@ -1,5 +1,6 @@
-"""The HTTP proxy and the web server's containers (docs/sources.md §1, way 4: the ``server`` approach,
-models/inputs/approaches/server.py; its parameters: models/inputs/platform/proxy_params.py).
+"""The HTTP proxy and the web server's containers: the ``server`` approach's way (docs/sources.md §1, way 4).
+
+The approach is models/inputs/approaches/server.py; the parameters, models/inputs/platform/proxy_params.py.
 
 Requests bypass the input queue, so no accept or start limit applies. The proxy sends a request to the ready container
 with the fewest requests in progress (of equals, the first to have become ready), if it has fewer than
