@@ -28,6 +28,9 @@ COMPILED = (
     "models.inputs.callers.arrivals",
     "models.inputs.platform.proxy",
     "models.inputs.callers.closedloop",
+    "models.inputs.platform.overhead",
+    "models.inputs.platform.startlimit",
+    "sim.limiter",
 )
 PURE_ENV = "SCALESIM_PURE"  # set (to anything but "" or "0"): the .py files, even where compiled ones are built
 _ROOT = Path(__file__).resolve().parent.parent

@@ -30,7 +30,7 @@ from models.inputs.platform.billing import BillingParams
 from models.inputs.platform.faults import FaultParams
 from models.inputs.platform.function import FunctionParams, LimitParams
 from models.inputs.platform.monitor import LIMIT_METRICS, diagnosis
-from models.inputs.platform.overhead import OverheadParams
+from models.inputs.platform.overhead_params import OverheadParams
 from models.inputs.platform.workspace import WorkspaceParams
 from models.inputs.plausible import PLAUSIBLE
 from models.inputs.shortcut_names import PARTS

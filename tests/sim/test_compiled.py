@@ -25,6 +25,21 @@ SAMPLE = (
     ("loadtest-copies", ["duration_s=20", "warmup_s=5", "clients.count=3", "function.copies=3"]),
     ("loadtest-batching", ["duration_s=30", "warmup_s=10", "clients.count=2"]),
     ("loadtest-server", ["duration_s=20", "warmup_s=5", "clients.count=2", "clients.in_flight=100"]),
+    # open-loop arrivals past the start limit, its rate ramping under the backlog and relaxing after (sim/limiter.py,
+    # models/inputs/platform/startlimit.py)
+    (
+        "loadtest-spawn",
+        [
+            "load=arrivals",
+            "arrivals.rate=1400",
+            "duration_s=20",
+            "warmup_s=5",
+            "limits.start_ramp_per_s=40",
+            "limits.start_rate_max=1000",
+            "limits.start_relax_per_s=20",
+            "arrivals.shape=bursts(20, 12, 0)",
+        ],
+    ),
     ("mmc", ["duration_s=2000", "warmup_s=100", "shortcuts=none"]),
     ("mmc", ["duration_s=2000", "warmup_s=100"]),
     ("mmc", ["duration_s=500", "warmup_s=0", "function.containers=100", "arrivals.rate=95", "shortcuts=none"]),

@@ -29,7 +29,8 @@ from mypy_extensions import mypyc_attr
 from models.inputs.callers.client_params import ClientParams
 from models.inputs.callers.mapcall import MapCalls
 from models.inputs.callers.retries import Retries, Timeouts
-from models.inputs.platform.overhead import OverheadParams, leg
+from models.inputs.platform.overhead import leg
+from models.inputs.platform.overhead_params import OverheadParams
 from models.inputs.records import CallLog, Row
 from sim.dists import Dist
 from sim.engine import Sim

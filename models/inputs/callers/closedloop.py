@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from mypy_extensions import mypyc_attr
 
 from models.inputs.callers.clients import Load, Scenario, Target
-from models.inputs.platform.overhead import OverheadParams, is_zero
+from models.inputs.platform.overhead import is_zero
+from models.inputs.platform.overhead_params import OverheadParams
 from models.inputs.records import CallLog
 from models.inputs.shortcut_names import ROUND_TRIPS
 from sim.engine import Sim

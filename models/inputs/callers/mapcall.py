@@ -31,7 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from models.inputs.platform.function import ASYNC, SYNC
-from models.inputs.platform.overhead import OverheadParams, is_zero
+from models.inputs.platform.overhead import is_zero
+from models.inputs.platform.overhead_params import OverheadParams
 from sim.engine import Sim
 from sim.rng import PerClient, Streams
 

@@ -23,34 +23,14 @@ dispatch is 0. The server approach has none of them: its requests go through the
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from heapq import heappush
 from typing import Any
 
-from sim.dists import Constant, Dist, LogNormal
+from models.inputs.platform.overhead_params import OverheadParams
+from sim.dists import Constant, Dist
 from sim.engine import NORMAL, Sim
 from sim.rng import PerClient, Streams
-from sim.scenario import param
-
-_ASSUMPTION = "assumption: not published (docs/sources.md §1 gives only end-to-end latencies)"
-_FITTED = (
-    "not published; submit and result one equal leg, its median fitted to docs/sources.md §1 "
-    "(calibration/params/reference-loadtest.toml), its spread (lognormal σ 0.3) an assumption"
-)
-
-
-@dataclass(frozen=True)
-class OverheadParams:
-    submit: Dist = param(
-        LogNormal(0.0976, 0.3), source=_FITTED, doc="client → the Function's accept (the call in transit)"
-    )
-    dispatch: Dist = param(
-        Constant(0.0), source=_ASSUMPTION, doc="started → work begins on the container (holds its container slot)"
-    )
-    result: Dist = param(
-        LogNormal(0.0976, 0.3), source=_FITTED, doc="work done on the container → result at the caller"
-    )
 
 
 def is_zero(d: Dist) -> bool:

@@ -12,7 +12,7 @@ import pytest
 from models.inputs import loadtest
 from models.inputs.callers.mapcall import POLICIES, MapCalls
 from models.inputs.platform.function import ASYNC, SYNC
-from models.inputs.platform.overhead import OverheadParams
+from models.inputs.platform.overhead_params import OverheadParams
 from models.runs import load_scenario
 from sim.dists import Constant
 from sim.engine import Sim
