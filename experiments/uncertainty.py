@@ -40,6 +40,7 @@ import statistics
 import sys
 import typing
 from collections.abc import Callable, Iterator
+from concurrent.futures import as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -47,7 +48,7 @@ from typing import Any, NoReturn
 from models.registry import MODELS
 from models.runs import load_scenario, run_scenario
 from sim import files
-from sim.cli import cap_jobs
+from sim.cli import cap_jobs, progress_bar
 from sim.dists import Dist
 from sim.guard import OverBudget
 from sim.model import Plausibles
@@ -286,13 +287,16 @@ def ranges(
     jobs: int,
     seed: int = 0,
     known: dict | None = None,
+    bar: Any = None,
 ) -> tuple[dict, dict]:
     """(the user's run at ``seed``, the ranges): the scenario under every model of the envelope at ``seeds`` seeds
     from ``seed`` (common random numbers); per numeric metric its central value (the kept model's
     mean over its seeds) and its range (least, greatest over every run). The user's run is one of the runs; the
     models' declared settings, each with its source, under ``sources``. ``known``: runs already made (by scenario and
     seed), not made again, and this call's added to it (a search that adds seeds only where its answer is not yet
-    clear: experiments/whatif/search.py ``robustness``); ``runs`` counts this call's."""
+    clear: experiments/whatif/search.py ``robustness``); ``runs`` counts this call's. The runs done go on ``bar`` (a
+    search's progress bar: its total grows by this call's runs), else on a bar of their own, shown once they have
+    taken 3 s, on a terminal (sim/cli.py ``progress_bar``)."""
     sc = load_scenario(scenario, sets, params)
     env = envelope_of(sc, params, {s.partition("=")[0].strip() for s in sets})
     chosen = env.models
@@ -305,11 +309,27 @@ def ranges(
     todo = [k for k in unique if k not in known]
     work = [wanted[key.index(k)] for k in todo]
     jobs = cap_jobs("--uncertainty", jobs, max(1, len(work)))
-    if jobs > 1:
-        with process_pool(jobs) as pool:
-            done = list(pool.map(_run, work))
+    own_bar = bar is None
+    if own_bar:
+        bar = progress_bar(total=len(work), unit="run", desc="--uncertainty", delay=3.0, leave=False)
     else:
-        done = [_run(w) for w in work]
+        bar.total = (bar.total or bar.n) + len(work)
+        bar.refresh()
+    try:
+        if jobs > 1:
+            with process_pool(jobs) as pool:
+                futures = [pool.submit(_run, w) for w in work]
+                for _ in as_completed(futures):
+                    bar.update()
+                done = [f.result() for f in futures]
+        else:
+            done = []
+            for w in work:
+                done.append(_run(w))
+                bar.update()
+    finally:
+        if own_bar:
+            bar.close()
     known.update(zip(todo, done, strict=True))
     result: dict[Any, dict] = {k: known[k] for k in unique}
     mine = result[key[0]]

@@ -317,7 +317,9 @@ def robustness(
     known = sim.done  # the search's runs: the kept model's at the search's seeds are among them
     runs = 0
     for seeds in (1, sim.seeds) if clear is not None and check is not None and sim.seeds > 1 else (sim.seeds,):
-        _, doc = uncertainty.ranges(sim.scenario, [*sim.sets, *config], sim.params, seeds, jobs, known=known)
+        _, doc = uncertainty.ranges(
+            sim.scenario, [*sim.sets, *config], sim.params, seeds, jobs, known=known, bar=sim.bar
+        )
         runs += doc["runs"]
         doc["ranges"] = {k: v for k, v in doc["ranges"].items() if k in (*METRICS, "first_n_back_s")}
         if check is None:

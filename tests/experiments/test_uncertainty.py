@@ -115,6 +115,30 @@ def test_the_users_run_is_one_of_the_runs_and_the_same_run_runs_once(tmp_path):
     assert doc["runs"] == 6
 
 
+class Bar:
+    """What ``ranges`` tells a search's progress bar (tqdm's total, n, update and refresh)."""
+
+    def __init__(self, n: int) -> None:
+        self.total, self.n = None, n
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+
+    def refresh(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_runs_go_on_the_searchs_bar_as_they_end(tmp_path, jobs):
+    """A search's bar (its runs so far, no total yet) gains this call's runs in its total and counts each as it
+    ends, serially or in the pool."""
+    rates = [["limits.start_rate=363"], ["limits.start_rate=150"]]
+    params = models_file(tmp_path, rates[0], rates)
+    bar = Bar(3)
+    _, doc = uncertainty.ranges("loadtest-spawn", ["duration_s=5", "clients.count=2"], [str(params)], 1, jobs, bar=bar)
+    assert doc["runs"] > 1 and bar.total == bar.n == 3 + doc["runs"]
+
+
 @pytest.mark.slow
 def test_a_sweep_with_uncertainty_runs_each_point_under_the_envelope_and_reports_ranges(tmp_path):
     from experiments import sweep
