@@ -47,7 +47,7 @@ from typing import Any, NoReturn
 
 from models.registry import MODELS
 from models.runs import load_scenario, run_scenario
-from sim import files
+from sim import files, runcache
 from sim.cli import cap_jobs, progress_bar
 from sim.dists import Dist
 from sim.guard import OverBudget
@@ -303,12 +303,24 @@ def ranges(
     own = (scenario, list(sets), params, seed)
     wanted = [own] + [(scenario, [*m, *sets], params, seed + i) for m in chosen for i in range(seeds)]
     # the same scenario at the same seed is the same run (reproducible): each runs once
-    key = [(repr(load_scenario(s, st, p)), sd) for s, st, p, sd in wanted]
+    scenarios = [load_scenario(s, st, p) for s, st, p, _ in wanted]
+    key = [(repr(s), w[3]) for s, w in zip(scenarios, wanted, strict=True)]
     unique = list(dict.fromkeys(key))
     known = {} if known is None else known
+    # and a run kept on disk by an earlier call (the same command again, or one stopped part way) is read back
+    disk = {k: runcache.key(scenarios[key.index(k)], k[1]) for k in unique if k not in known}
+    read = {k: m for k, m in ((k, runcache.load(d)) for k, d in disk.items()) if m is not None}
+    known.update(read)
     todo = [k for k in unique if k not in known]
     work = [wanted[key.index(k)] for k in todo]
     jobs = cap_jobs("--uncertainty", jobs, max(1, len(work)))
+
+    def ended(k: tuple[str, int], metrics: dict) -> dict:
+        if OVER not in metrics:  # past its budget: the machine's setting, not the run's (sim/runcache.py)
+            runcache.store(disk[k], metrics)
+        bar.update()
+        return metrics
+
     own_bar = bar is None
     if own_bar:
         bar = progress_bar(total=len(work), unit="run", desc="--uncertainty", delay=3.0, leave=False)
@@ -318,15 +330,12 @@ def ranges(
     try:
         if jobs > 1:
             with process_pool(jobs) as pool:
-                futures = [pool.submit(_run, w) for w in work]
-                for _ in as_completed(futures):
-                    bar.update()
+                futures = {pool.submit(_run, w): k for k, w in zip(todo, work, strict=True)}
+                for f in as_completed(futures):
+                    ended(futures[f], f.result())
                 done = [f.result() for f in futures]
         else:
-            done = []
-            for w in work:
-                done.append(_run(w))
-                bar.update()
+            done = [ended(k, _run(w)) for k, w in zip(todo, work, strict=True)]
     finally:
         if own_bar:
             bar.close()
@@ -351,7 +360,7 @@ def ranges(
         central = [r[k] for r in runs[:seeds] if isinstance(r.get(k), (int, float))]
         if values and central:
             out[k] = {"central": statistics.fmean(central), "low": min(values), "high": max(values)}
-    doc = {"file": env.file, "models": len(chosen), "of": env.of, "seeds": seeds, "runs": len(work)}
+    doc = {"file": env.file, "models": len(chosen), "of": env.of, "seeds": seeds, "runs": len(work), "read": len(read)}
     if over:
         doc[OVER] = over
         print(

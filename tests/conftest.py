@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from sim.guard import BUDGET_ENV
+from sim.runcache import CACHE_ENV
 from tests.support import FUZZ_BUDGET, LANE
 
 
@@ -19,6 +20,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # no run is read back from an earlier one (sim/runcache.py): every test runs what it checks, in its own
+    # processes too; the tests of the cache point it at a folder of their own
+    os.environ[CACHE_ENV] = "off"
     if config.getoption("--fast"):
         os.environ[LANE] = "fast"  # before the test modules are imported: their example counts read it
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import math
 import os
 import random
@@ -429,3 +430,13 @@ def schedule_run(
     first = sim.now
     sim.run(until=stop_at + grid * rng.randint(1, 200))  # and run on
     return [*seen, ("events", sim.events), ("stopped", first), ("end", sim.now)]
+
+
+def models_file(tmp_path: Path, kept: list[str], models: list[list[str]]) -> Path:
+    """A parameter file (fit.toml: the start rate 363) and its plausible models beside it (the kept one ``kept``, the
+    others ``models``): the envelope of --uncertainty in a test's folder."""
+    params = tmp_path / "fit.toml"
+    params.write_text("[limits]\nstart_rate = 363\n")
+    doc = {"kept": {"candidate": "x", "loss": 1.0, "settings": kept}, "models": [{"settings": m} for m in models]}
+    (tmp_path / "fit.plausible.json").write_text(json.dumps(doc))
+    return params

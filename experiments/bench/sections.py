@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from models.inputs import loadtest
 from models.runs import load_scenario
 from sim import compiled
 from sim.processes import child_preexec
+from sim.runcache import CACHE_ENV
 
 LOADTESTS = ["loadtest-remote", "loadtest-spawn", "loadtest-copies", "loadtest-batching", "loadtest-server"]
 
@@ -31,7 +33,8 @@ print(json.dumps({"sandboxes": m["sandboxes_created"], "makespan_s": m["creation
 
 
 # a measuring child: none of the caller's input, Ctrl-C left to the bench, gone with it (sim/processes.py)
-CHILD: dict = {"stdin": subprocess.DEVNULL, "preexec_fn": child_preexec}
+# the children measure runs, not runs read back from disk (sim/runcache.py)
+CHILD: dict = {"stdin": subprocess.DEVNULL, "preexec_fn": child_preexec, "env": {**os.environ, CACHE_ENV: "off"}}
 
 LOADTEST_CHILD = """
 import json, resource, sys

@@ -14,15 +14,7 @@ from models.inputs import plausible as loadtest_ranges
 from models.runs import load_scenario, run_scenario
 from sim.cli import human
 from sim.scenario import ScenarioError
-from tests.support import in_chromium
-
-
-def models_file(tmp_path, kept: list[str], models: list[list[str]]):
-    params = tmp_path / "fit.toml"
-    params.write_text("[limits]\nstart_rate = 363\n")
-    doc = {"kept": {"candidate": "x", "loss": 1.0, "settings": kept}, "models": [{"settings": m} for m in models]}
-    (tmp_path / "fit.plausible.json").write_text(json.dumps(doc))
-    return params
+from tests.support import in_chromium, models_file
 
 
 def test_the_envelope_is_the_kept_model_and_each_keys_extremes():

@@ -1,0 +1,104 @@
+"""Runs kept on disk: a run's metrics are a function of its scenario, its seed, the files the scenario reads and the
+code (docs/explanation/robustness.md, "Reproducible"), so a command that makes many runs (``--uncertainty``) keeps
+each one's metrics as it ends, and the same runs asked for again (the command again, or after a Ctrl-C) are read
+back instead of run: the same numbers, bit for bit, wall seconds included (they are the run's own).
+
+A run's key hashes the code (every ``.py`` of the project's packages, and the versions of Python and numpy, which
+draw the numbers: ``fingerprint``), the scenario as it resolved (its ``repr``: every value, a distribution's with its
+values), the contents of the files it names (``path`` keys: a trace that changed is another run) and the seed. A run
+stopped past its budget is not kept (the budget is the machine's setting, not the run's). ``SCALESIM_CACHE`` names
+the folder (default ``$XDG_CACHE_HOME/scalesim/runs``, else ``~/.cache/scalesim/runs``); ``off`` keeps nothing. A
+folder that cannot be written is said once on stderr, and the runs go on without it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from sim import files
+
+CACHE_ENV = "SCALESIM_CACHE"
+OFF = ("off", "0", "")
+PACKAGES = ("sim", "models", "experiments", "calibration")  # the project's code: what a run's numbers come from
+_ROOT = Path(__file__).resolve().parent.parent
+_warned: list[str] = []
+
+
+def folder() -> Path | None:
+    """Where runs are kept (``SCALESIM_CACHE``), None if off."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen is not None:
+        return None if chosen.strip().lower() in OFF else Path(chosen).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "scalesim" / "runs"
+
+
+@functools.cache
+def fingerprint() -> str:
+    """The code's hash: every ``.py`` of the project's packages (by path and content), Python's and numpy's versions."""
+    import numpy
+
+    h = hashlib.sha256(f"{sys.version_info[:2]} numpy {numpy.__version__}".encode())
+    for package in PACKAGES:
+        for path in sorted((_ROOT / package).rglob("*.py")):
+            h.update(str(path.relative_to(_ROOT)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _paths(value: Any) -> list[str]:
+    """The files a resolved scenario names: its ``path`` fields (a trace's CSV; an empirical distribution carries its
+    values, in its repr), at any depth."""
+    if not dataclasses.is_dataclass(value):
+        return []
+    out = []
+    for f in dataclasses.fields(value):
+        v = getattr(value, f.name)
+        if f.name == "path" and isinstance(v, str) and v:
+            out.append(v)
+        else:
+            out.extend(_paths(v))
+    return out
+
+
+def key(scenario: Any, seed: int) -> str:
+    """The run's key: the code, the scenario, the files it names (their contents) and the seed."""
+    h = hashlib.sha256(f"{fingerprint()}\n{scenario!r}\n{seed}".encode())
+    for path in _paths(scenario):
+        h.update(f"\n{path}\n".encode())
+        h.update(hashlib.sha256(Path(path).read_bytes()).digest() if Path(path).is_file() else b"missing")
+    return h.hexdigest()
+
+
+def load(k: str) -> dict | None:
+    """The kept run of key ``k``, or None (none kept, or unreadable: it runs again)."""
+    where = folder()
+    if where is None:
+        return None
+    try:
+        return json.loads((where / f"{k}.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def store(k: str, metrics: dict) -> None:
+    """Keep a run's metrics under key ``k``, written whole or not at all; one that cannot be kept (a folder not
+    writable, a value JSON does not hold) is said once and not kept."""
+    where = folder()
+    if where is None:
+        return
+    try:
+        text = json.dumps(metrics)
+        where.mkdir(parents=True, exist_ok=True)
+        files.write_text(where / f"{k}.json", text)
+    except (OSError, TypeError, ValueError) as e:
+        if not _warned:
+            _warned.append(str(e))
+            print(f"warning: {CACHE_ENV}: runs are not kept in {where}: {e}", file=sys.stderr)

@@ -1,0 +1,81 @@
+"""Runs kept on disk (sim/runcache.py): ``--uncertainty``'s runs read back give the same numbers, and only the same
+runs are read back: another scenario, another seed, another content of a file the scenario reads, or a run stopped
+past its budget runs again."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments import uncertainty
+from models.runs import load_scenario
+from sim import runcache
+from sim.guard import BUDGET_ENV, OverBudget
+from tests.support import models_file
+
+SETS = ["duration_s=5", "clients.count=2"]
+
+
+@pytest.fixture
+def kept(tmp_path, monkeypatch):
+    """Runs kept in a folder of the test's own."""
+    folder = tmp_path / "runs"
+    monkeypatch.setenv(runcache.CACHE_ENV, str(folder))
+    return folder
+
+
+def ranges(params, sets=SETS, seed=0):
+    return uncertainty.ranges("loadtest-spawn", sets, [str(params)], 1, 1, seed=seed)
+
+
+def test_the_same_runs_again_are_read_back_with_the_same_numbers(tmp_path, kept):
+    rates = [["limits.start_rate=363"], ["limits.start_rate=150"]]
+    params = models_file(tmp_path, rates[0], rates)
+    mine, doc = ranges(params)
+    assert doc["runs"] > 1 and doc["read"] == 0
+    assert len(list(kept.glob("*.json"))) == doc["runs"]
+    again, doc2 = ranges(params)
+    assert doc2["runs"] == 0 and doc2["read"] == doc["runs"]
+    assert json.dumps(again) == json.dumps(mine)  # wall seconds too: the run's own
+    assert json.dumps(doc2["ranges"]) == json.dumps(doc["ranges"])
+    # another seed, or a key of the user's on top of every model, are other runs
+    _, doc3 = ranges(params, seed=1)
+    assert doc3["read"] == 0 and doc3["runs"] == doc["runs"]
+    _, doc4 = ranges(params, [*SETS, "limits.start_burst=5"])
+    assert doc4["read"] == 0
+
+
+def test_nothing_is_kept_when_off_or_past_the_budget(tmp_path, kept, monkeypatch):
+    rates = [["limits.start_rate=363"]]
+    params = models_file(tmp_path, rates[0], rates)
+    monkeypatch.setenv(BUDGET_ENV, "1e-9")  # every run stops past its budget
+    with pytest.raises(OverBudget):
+        ranges(params)
+    assert not kept.exists() or not list(kept.iterdir())
+    monkeypatch.delenv(BUDGET_ENV)
+    monkeypatch.setenv(runcache.CACHE_ENV, "off")
+    _, doc = ranges(params)
+    assert doc["runs"] > 0 and not kept.exists()
+
+
+def test_a_folder_that_cannot_be_written_is_said_and_the_runs_go_on(tmp_path, monkeypatch, capsys):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv(runcache.CACHE_ENV, str(blocked / "runs"))
+    monkeypatch.setattr(runcache, "_warned", [])
+    rates = [["limits.start_rate=363"]]
+    _, doc = ranges(models_file(tmp_path, rates[0], rates))
+    assert doc["runs"] > 0
+    err = capsys.readouterr().err
+    assert err.count(f"warning: {runcache.CACHE_ENV}: runs are not kept") == 1
+
+
+def test_a_file_the_scenario_reads_is_part_of_the_key(tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("HashOwner,HashApp,HashFunction,Trigger,1,2\no,a,f,http,3,4\n")
+    sc = load_scenario("loadtest-remote", ["load=trace", f"trace.path={trace}"], [])
+    before = runcache.key(sc, 0)
+    assert runcache.key(sc, 0) == before and runcache.key(sc, 1) != before
+    trace.write_text("HashOwner,HashApp,HashFunction,Trigger,1,2\no,a,f,http,3,5\n")
+    assert runcache.key(sc, 0) != before
