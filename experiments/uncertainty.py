@@ -273,10 +273,11 @@ def _run(args: tuple[str, list[str], list[str], int]) -> dict:
     try:
         return run_scenario(load_scenario(scenario, sets, params), seed=seed)
     except OverBudget as e:
-        return {OVER: str(e)}
+        return {OVER: str(e), MEASURED: e.measured}
 
 
 OVER = "over_budget"  # a run's result that went past its budget: why (sim/guard.py)
+MEASURED = "over_budget_measured"  # and whether by this machine's memory (not kept on disk: sim/runcache.py)
 
 
 def ranges(
@@ -316,7 +317,7 @@ def ranges(
     jobs = cap_jobs("--uncertainty", jobs, max(1, len(work)))
 
     def ended(k: tuple[str, int], metrics: dict) -> dict:
-        if OVER not in metrics:  # past its budget: the machine's setting, not the run's (sim/runcache.py)
+        if not metrics.get(MEASURED):  # stopped by this machine's memory: another may finish it (sim/runcache.py)
             runcache.store(disk[k], metrics)
         bar.update()
         return metrics

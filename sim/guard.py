@@ -135,7 +135,8 @@ class Budget:
         fix = " or ".join([*advice, self.raise_how] if self.raise_how else advice)
         return OverBudget(
             f"run budget: {spent} in {now:.4g} s of simulated time, more than {limit}{size}"
-            + (f": {fix}" if fix else "")
+            + (f": {fix}" if fix else ""),
+            measured=self._why == "memory",
         )
 
 
@@ -170,4 +171,10 @@ class Stalled(ScenarioError):
 
 
 class OverBudget(ScenarioError):
-    """A run went past its budget of events or memory as it ran: bad input (exit 2), not a crash."""
+    """A run went past its budget of events or memory as it ran: bad input (exit 2), not a crash. ``measured``: it
+    was stopped by what this machine measured (its resident memory), not by what the run is (its events, its
+    estimate): another machine may finish it."""
+
+    def __init__(self, message: str, measured: bool = False) -> None:
+        super().__init__(message)
+        self.measured = measured

@@ -5,8 +5,9 @@ back instead of run: the same numbers, bit for bit, wall seconds included (they 
 
 A run's key hashes the code (every ``.py`` of the project's packages, and the versions of Python and numpy, which
 draw the numbers: ``fingerprint``), the scenario as it resolved (its ``repr``: every value, a distribution's with its
-values), the contents of the files it names (``path`` keys: a trace that changed is another run) and the seed. A run
-stopped past its budget is not kept (the budget is the machine's setting, not the run's). ``SCALESIM_CACHE`` names
+values), the contents of the files it names (``path`` keys: a trace that changed is another run), the seed and the
+budgets' factor (``SCALESIM_BUDGET``: a run stopped past its budget of events is kept as such, and read back as
+such under the same factor). A run stopped by this machine's memory is not kept. ``SCALESIM_CACHE`` names
 the folder (default ``$XDG_CACHE_HOME/scalesim/runs``, else ``~/.cache/scalesim/runs``); ``off`` keeps nothing. A
 folder that cannot be written is said once on stderr, and the runs go on without it.
 """
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from sim import files
+from sim.guard import BUDGET_ENV
 
 CACHE_ENV = "SCALESIM_CACHE"
 OFF = ("off", "0", "")
@@ -69,8 +71,9 @@ def _paths(value: Any) -> list[str]:
 
 
 def key(scenario: Any, seed: int) -> str:
-    """The run's key: the code, the scenario, the files it names (their contents) and the seed."""
-    h = hashlib.sha256(f"{fingerprint()}\n{scenario!r}\n{seed}".encode())
+    """The run's key: the code, the scenario, the seed, the budgets' factor and the files the scenario names (their
+    contents)."""
+    h = hashlib.sha256(f"{fingerprint()}\n{scenario!r}\n{seed}\n{os.environ.get(BUDGET_ENV, '')}".encode())
     for path in _paths(scenario):
         h.update(f"\n{path}\n".encode())
         h.update(hashlib.sha256(Path(path).read_bytes()).digest() if Path(path).is_file() else b"missing")
@@ -89,8 +92,8 @@ def load(k: str) -> dict | None:
 
 
 def store(k: str, metrics: dict) -> None:
-    """Keep a run's metrics under key ``k``, written whole or not at all; one that cannot be kept (a folder not
-    writable, a value JSON does not hold) is said once and not kept."""
+    """Keep a run's metrics (or why it stopped past its budget) under key ``k``, written whole or not at all; one that
+    cannot be kept (a folder not writable, a value JSON does not hold) is said once and not kept."""
     where = folder()
     if where is None:
         return

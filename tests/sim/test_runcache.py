@@ -1,6 +1,6 @@
 """Runs kept on disk (sim/runcache.py): ``--uncertainty``'s runs read back give the same numbers, and only the same
-runs are read back: another scenario, another seed, another content of a file the scenario reads, or a run stopped
-past its budget runs again."""
+runs are read back: another scenario, another seed, another budget's factor or another content of a file the scenario
+reads runs again, and a run stopped by this machine's memory is not kept."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from experiments import uncertainty
 from models.runs import load_scenario
-from sim import runcache
+from sim import guard, runcache
 from sim.guard import BUDGET_ENV, OverBudget
 from tests.support import models_file
 
@@ -46,16 +46,33 @@ def test_the_same_runs_again_are_read_back_with_the_same_numbers(tmp_path, kept)
     assert doc4["read"] == 0
 
 
-def test_nothing_is_kept_when_off_or_past_the_budget(tmp_path, kept, monkeypatch):
+def test_a_run_past_its_budget_of_events_is_kept_as_such_and_one_past_the_memory_is_not(tmp_path, kept, monkeypatch):
     rates = [["limits.start_rate=363"]]
     params = models_file(tmp_path, rates[0], rates)
-    monkeypatch.setenv(BUDGET_ENV, "1e-9")  # every run stops past its budget
-    with pytest.raises(OverBudget):
+    monkeypatch.setenv(BUDGET_ENV, "1e-9")  # every run stops past its budget of events: what the run is
+    with pytest.raises(OverBudget) as first:
         ranges(params)
-    assert not kept.exists() or not list(kept.iterdir())
-    monkeypatch.delenv(BUDGET_ENV)
-    monkeypatch.setenv(runcache.CACHE_ENV, "off")
+    n = len(list(kept.glob("*.json")))
+    assert n > 0
+    with pytest.raises(OverBudget) as again:  # read back: the same answer, nothing run
+        ranges(params)
+    assert str(again.value) == str(first.value) and len(list(kept.glob("*.json"))) == n
+    monkeypatch.setenv(BUDGET_ENV, "1e9")  # another factor: other runs, which finish (and are kept)
     _, doc = ranges(params)
+    assert doc["runs"] > 0 and doc["read"] == 0
+    # stopped by what this machine measured (its memory): another machine may finish it, so it is not kept
+    monkeypatch.setenv(BUDGET_ENV, "2")
+    monkeypatch.setattr(guard, "_resident_bytes", lambda: 2**62)
+    before = set(kept.glob("*.json"))
+    with pytest.raises(OverBudget, match="memory"):
+        ranges(params, [*SETS, "duration_s=300"])
+    assert set(kept.glob("*.json")) == before
+
+
+def test_nothing_is_kept_when_off(tmp_path, kept, monkeypatch):
+    monkeypatch.setenv(runcache.CACHE_ENV, "off")
+    rates = [["limits.start_rate=363"]]
+    _, doc = ranges(models_file(tmp_path, rates[0], rates))
     assert doc["runs"] > 0 and not kept.exists()
 
 
