@@ -76,8 +76,18 @@ def key(scenario: Any, seed: int) -> str:
     h = hashlib.sha256(f"{fingerprint()}\n{scenario!r}\n{seed}\n{os.environ.get(BUDGET_ENV, '')}".encode())
     for path in _paths(scenario):
         h.update(f"\n{path}\n".encode())
-        h.update(hashlib.sha256(Path(path).read_bytes()).digest() if Path(path).is_file() else b"missing")
+        try:
+            st = os.stat(path)
+            h.update(_content(path, st.st_mtime_ns, st.st_size))
+        except OSError:
+            h.update(b"missing")
     return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=64)
+def _content(path: str, mtime_ns: int, size: int) -> bytes:
+    """A file's content hash, once per version of it (the runs of one envelope name the same trace)."""
+    return hashlib.sha256(Path(path).read_bytes()).digest()
 
 
 def load(k: str) -> dict | None:

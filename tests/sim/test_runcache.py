@@ -94,5 +94,5 @@ def test_a_file_the_scenario_reads_is_part_of_the_key(tmp_path):
     sc = load_scenario("loadtest-remote", ["load=trace", f"trace.path={trace}"], [])
     before = runcache.key(sc, 0)
     assert runcache.key(sc, 0) == before and runcache.key(sc, 1) != before
-    trace.write_text("HashOwner,HashApp,HashFunction,Trigger,1,2\no,a,f,http,3,5\n")
+    trace.write_text("HashOwner,HashApp,HashFunction,Trigger,1,2\no,a,f,http,3,50\n")
     assert runcache.key(sc, 0) != before
