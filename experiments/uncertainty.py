@@ -297,9 +297,8 @@ def ranges(
     seed), not made again, and this call's added to it (a search that adds seeds only where its answer is not yet
     clear: experiments/whatif/search.py ``robustness``); a run kept on disk by an earlier call is read back
     (sim/runcache.py), and each run made is kept as it ends. ``runs`` counts the runs this call made, ``read`` those it
-    read back. The runs done go on ``bar`` (a
-    search's progress bar: its total grows by this call's runs), else on a bar of their own, shown once they have
-    taken 3 s, on a terminal (sim/cli.py ``progress_bar``)."""
+    read back. The runs made go on ``bar`` (a search's progress bar: its total grows by this call's runs), else on a
+    bar of their own, shown once they have taken 3 s, on a terminal (sim/cli.py ``progress_bar``)."""
     sc = load_scenario(scenario, sets, params)
     env = envelope_of(sc, params, {s.partition("=")[0].strip() for s in sets})
     chosen = env.models
