@@ -38,6 +38,7 @@ import math
 import os
 import statistics
 import sys
+import time
 import typing
 from collections.abc import Callable, Iterator
 from concurrent.futures import as_completed
@@ -299,6 +300,7 @@ def ranges(
     (sim/runcache.py), and each run made is kept as it ends. ``runs`` counts the runs this call made, ``read`` those it
     read back. The runs made go on ``bar`` (a search's progress bar: its total grows by this call's runs), else on a
     bar of their own, shown once they have taken 3 s, on a terminal (sim/cli.py ``progress_bar``)."""
+    began = time.time()
     sc = load_scenario(scenario, sets, params)
     env = envelope_of(sc, params, {s.partition("=")[0].strip() for s in sets})
     chosen = env.models
@@ -341,6 +343,7 @@ def ranges(
     finally:
         if own_bar:
             bar.close()
+        runcache.prune(began)  # the folder stays bounded: the runs least recently used go, never this call's
     known.update(zip(todo, done, strict=True))
     result: dict[Any, dict] = {k: known[k] for k in unique}
     mine = result[key[0]]

@@ -10,6 +10,11 @@ budgets' factor (``SCALESIM_BUDGET``: a run stopped past its budget of events is
 such under the same factor). A run stopped by this machine's memory is not kept. ``SCALESIM_CACHE`` names
 the folder (default ``$XDG_CACHE_HOME/scalesim/runs``, else ``~/.cache/scalesim/runs``); ``off`` keeps nothing. A
 folder that cannot be written is said once on stderr, and the runs go on without it.
+
+The folder is bounded: after a command's runs (``prune``), the runs least recently made or read back go until the
+rest take at most ``KEEP_BYTES`` (a run is a few kilobytes: tens of thousands of runs are kept). A run of another
+code's key is never read again, so edits to the code leave runs that age out this way; the command's own runs are
+never the ones removed.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from sim.guard import BUDGET_ENV
 CACHE_ENV = "SCALESIM_CACHE"
 OFF = ("off", "0", "")
 PACKAGES = ("sim", "models", "experiments", "calibration")  # the project's code: what a run's numbers come from
+KEEP_BYTES = 64 * 2**20  # what the kept runs may take on disk (prune): a run is about 4 KB
+CLOCK_SLACK_S = 2.0  # a file's time may lag the clock's (the kernel's coarse timestamps): the command's own are newer
 _ROOT = Path(__file__).resolve().parent.parent
 _warned: list[str] = []
 
@@ -95,10 +102,13 @@ def load(k: str) -> dict | None:
     where = folder()
     if where is None:
         return None
+    path = where / f"{k}.json"
     try:
-        return json.loads((where / f"{k}.json").read_text())
+        metrics = json.loads(path.read_text())
+        os.utime(path)  # read back: recently used (prune keeps it)
     except (OSError, ValueError):
         return None
+    return metrics
 
 
 def store(k: str, metrics: dict) -> None:
@@ -115,3 +125,35 @@ def store(k: str, metrics: dict) -> None:
         if not _warned:
             _warned.append(str(e))
             print(f"warning: {CACHE_ENV}: runs are not kept in {where}: {e}", file=sys.stderr)
+
+
+def prune(since: float, keep: int | None = None) -> int:
+    """Remove the kept runs least recently made or read back (by their files' modification times) until the rest take
+    at most ``keep`` bytes (default ``KEEP_BYTES``), never one made or read back at or after ``since`` (a time.time():
+    the command's own). Returns how many went. Whatever cannot be listed or removed stays (a folder shared with
+    another command)."""
+    where = folder()
+    if where is None:
+        return 0
+    runs = []
+    try:
+        with os.scandir(where) as entries:
+            for e in entries:
+                if e.name.endswith(".json") and e.is_file(follow_symlinks=False):
+                    st = e.stat(follow_symlinks=False)
+                    runs.append((st.st_mtime, st.st_size, e.path))
+    except OSError:
+        return 0
+    keep = KEEP_BYTES if keep is None else keep
+    total = sum(size for _, size, _ in runs)
+    gone = 0
+    for mtime, size, path in sorted(runs):
+        if total <= keep or mtime >= since - CLOCK_SLACK_S:
+            break
+        try:
+            os.remove(path)
+        except OSError:
+            continue
+        total -= size
+        gone += 1
+    return gone

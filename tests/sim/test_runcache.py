@@ -5,6 +5,8 @@ reads runs again, and a run stopped by this machine's memory is not kept."""
 from __future__ import annotations
 
 import json
+import os
+import time
 
 import pytest
 
@@ -96,3 +98,32 @@ def test_a_file_the_scenario_reads_is_part_of_the_key(tmp_path):
     assert runcache.key(sc, 0) == before and runcache.key(sc, 1) != before
     trace.write_text("HashOwner,HashApp,HashFunction,Trigger,1,2\no,a,f,http,3,50\n")
     assert runcache.key(sc, 0) != before
+
+
+def test_the_folder_stays_bounded_least_recently_used_first_and_never_the_commands_own(tmp_path, kept, monkeypatch):
+    kept.mkdir()
+    old = [kept / f"old-{i}.json" for i in range(6)]
+    for i, f in enumerate(old):  # 100 bytes each, made an hour ago, a second apart (old-0 the oldest)
+        f.write_text("{}" + " " * 98)
+        os.utime(f, (1_000 + i, 1_000 + i))
+    # reading one back makes it recently used
+    monkeypatch.setattr(runcache, "folder", lambda: kept)
+    assert runcache.load("old-0") == {}
+    # a bound of 350 bytes keeps the three most recently used (old-0, read back, among them)
+    assert runcache.prune(since=time.time(), keep=350) == 3
+    assert sorted(f.name for f in kept.iterdir()) == ["old-0.json", "old-4.json", "old-5.json"]
+    # the command's own runs (made since it began) stay, whatever the bound
+    assert runcache.prune(since=0, keep=0) == 0
+    assert runcache.prune(since=2_000, keep=0) == 2 and [f.name for f in kept.iterdir()] == ["old-0.json"]
+
+
+def test_a_command_prunes_what_it_does_not_use(tmp_path, kept, monkeypatch):
+    rates = [["limits.start_rate=363"]]
+    params = models_file(tmp_path, rates[0], rates)
+    kept.mkdir()
+    stale = kept / "another-code.json"
+    stale.write_text("{}")
+    os.utime(stale, (1_000, 1_000))
+    monkeypatch.setattr(runcache, "KEEP_BYTES", 0)
+    _, doc = ranges(params)
+    assert doc["runs"] > 0 and not stale.exists() and len(list(kept.glob("*.json"))) == doc["runs"]
