@@ -268,8 +268,9 @@ def envelope_of(sc: Any, params: list[str], users: set[str] = frozenset()) -> En
     return Envelope(str(path or "the keys' declared ranges (docs/reference/keys.md)"), of, chosen, sources)
 
 
-def _run(args: tuple[str, list[str], list[str], int]) -> dict:
-    """One run of the envelope; past its budget, what it is and why (``OVER``), not the whole range's end."""
+def run_one(args: tuple[str, list[str], list[str], int]) -> dict:
+    """One run (scenario, its ``--set``s, parameter files, seed) of many (an envelope, a search); past its budget,
+    what it is and why (``OVER``), not the end of every run."""
     scenario, sets, params, seed = args
     try:
         return run_scenario(load_scenario(scenario, sets, params), seed=seed)
@@ -334,12 +335,12 @@ def ranges(
     try:
         if jobs > 1:
             with process_pool(jobs) as pool:
-                futures = {pool.submit(_run, w): k for k, w in zip(todo, work, strict=True)}
+                futures = {pool.submit(run_one, w): k for k, w in zip(todo, work, strict=True)}
                 for f in as_completed(futures):
                     ended(futures[f], f.result())
                 done = [f.result() for f in futures]
         else:
-            done = [ended(k, _run(w)) for k, w in zip(todo, work, strict=True)]
+            done = [ended(k, run_one(w)) for k, w in zip(todo, work, strict=True)]
     finally:
         if own_bar:
             bar.close()

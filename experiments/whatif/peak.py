@@ -25,14 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from experiments.whatif.search import Evaluation, Simulator
+from experiments.whatif.search import CLEAR, Evaluation, Simulator
 from models.inputs.callers.demand import parse_shape
 from models.inputs.platform.billing import HOURS_PER_MONTH
 
 LEAD_S = 120.0  # default: how long before the rise the run starts, and the pre-warm's lead (an assumption to state)
 PREWARM_TRIES = 3  # pre-warm sizes simulated at most after the one without
 LEVELS = 3  # a demand with more distinct rates is costed at its least, median and greatest
-CLEAR = 2.0  # an onset run whose first seed's p99 is this far past the limit is not run at the others
 
 
 def onset_point(shape: str | None, counts: np.ndarray | None) -> dict | None:

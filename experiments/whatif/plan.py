@@ -49,6 +49,7 @@ from experiments.whatif.base import P99, RATE, SHAPE, Flag, Search, positive, pr
 from experiments.whatif.peak import LEAD_S, PREWARM_TRIES, month, onset, onset_point, rates
 from experiments.whatif.plan_page import demand_label, described, page, words
 from experiments.whatif.search import (
+    CLEAR,
     Simulator,
     busiest_minutes,
     clear_within,
@@ -69,7 +70,6 @@ MAX_COPIES = 512  # the copies searched at most per way
 TRIES = 6  # configurations simulated at most per way
 GROWTH = 1.5  # a failing way's copies, times this at the next try (NEAR_GROWTH after a near miss)
 NEAR_GROWTH = 1.15
-CLEAR = 2.0  # a first seed this far past a constraint decides its configuration (plan)
 HEADROOM = 0.2
 
 

@@ -28,13 +28,14 @@ import numpy as np
 
 from experiments.plots import fit_ylim, plain_ticks, pyplot
 from experiments.spec import check_runs
-from experiments.whatif.base import Flag, Question, positive, print_answer
+from experiments.whatif.base import PROG, Flag, Question, positive, print_answer
 from experiments.whatif.pages import STYLE, html_table
 from models.inputs.checks.recovery import BAND, bin_for, recovery
 from models.registry import MODELS
 from models.runs import load_scenario, run_scenario
 from sim import files
-from sim.cli import progress_bar
+from sim.cli import cap_jobs, progress_bar
+from sim.pools import process_pool
 from sim.scenario import ScenarioError
 
 DEFAULTS = (
@@ -86,6 +87,7 @@ class Recovery(Question):
             at,
             length,
             band,
+            args.jobs,
         )
         out["simulations"] = (
             len(out["policies"]) * len(out["policies"][next(iter(out["policies"]))]["rows"]) * args.seeds
@@ -156,6 +158,31 @@ def measure(scenario: str, sets: list[str], params: list[str], seed: int, band: 
     return rec, s
 
 
+def _measure(job: tuple[str, list[str], list[str], int, float]) -> tuple[dict, dict]:
+    return measure(*job)
+
+
+def _measure_all(todo: list[tuple[str, list[str], list[str], int, float]], jobs: int) -> list[tuple[dict, dict]]:
+    """``measure`` of every job, in order, on ``jobs`` processes (the runs are independent: the same numbers as one
+    after the other), counted on a progress bar."""
+    jobs = cap_jobs(PROG, jobs, len(todo))
+    bar = progress_bar(total=len(todo), unit="run", desc="simulations", delay=3.0, leave=False)
+    out = []
+    try:
+        if jobs > 1:
+            with process_pool(jobs) as pool:
+                for r in pool.map(_measure, todo):
+                    out.append(r)
+                    bar.update()
+        else:
+            for job in todo:
+                out.append(_measure(job))
+                bar.update()
+    finally:
+        bar.close()
+    return out
+
+
 FIGURE_BINS = 4  # the figure's bins per trigger: its rise and fall drawn where they happen
 MAX_FIGURE_BINS = 500  # at most this many over the window (the monitor samples the backlog 1,000 times a run)
 
@@ -181,8 +208,10 @@ def recovery_question(
     at_s: float = 600.0,
     length_s: float = 60.0,
     band: float = BAND,
+    jobs: int = 1,
 ) -> tuple[dict[str, Any], dict[str, dict]]:
-    """The answer (per policy: a row per spike and the edge) and, per policy, the series of its largest spike."""
+    """The answer (per policy: a row per spike and the edge) and, per policy, the series of its largest spike; the
+    runs on ``jobs`` processes."""
     factors = spike_list(spikes)
     names = [p.strip() for p in policies.split(",") if p.strip()]
     if not names or len(names) > 10:
@@ -197,15 +226,17 @@ def recovery_question(
     check_runs("whatif recovery", len(sizes) * seeds, sum(sizes) / len(sizes), MODELS[sc.model], how, "fewer --seeds")
     out: dict[str, Any] = {"spike_at_s": at_s, "spike_length_s": length_s, "band": band, "policies": {}}
     figures: dict[str, dict] = {}
-    bar = progress_bar(total=len(sizes) * seeds, unit="run", desc="simulations", delay=3.0, leave=False)
+    todo = [
+        (scenario, [*sets, *policy_sets(name), f"arrivals.shape=spike({at_s:g}, {length_s:g}, {f:g})"], params, s, band)
+        for name in names
+        for f in factors
+        for s in range(seeds)
+    ]
+    done = iter(_measure_all(todo, jobs))
     for name in names:
         rows, edge, broken = [], None, False
         for f in factors:
-            shape = f"arrivals.shape=spike({at_s:g}, {length_s:g}, {f:g})"
-            runs = []
-            for s in range(seeds):
-                runs.append(measure(scenario, [*sets, *policy_sets(name), shape], params, s, band))
-                bar.update()
+            runs = [next(done) for _ in range(seeds)]
             mets = [r for r, _ in runs]
             rec = [m["recovery_s"] for m in mets if m["recovered"]]
             row = {
@@ -221,7 +252,6 @@ def recovery_question(
             edge = edge if broken else f
             figures[name] = runs[0][1]
         out["policies"][name] = {"rows": rows, "edge": edge}
-    bar.close()
     out["pre_trigger_calls_per_s"] = mets[0]["pre_trigger_calls_per_s"]
     return out, figures
 

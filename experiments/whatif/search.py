@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,7 @@ from experiments import uncertainty
 from experiments.spec import check_runs
 from models.inputs.callers.demand import Shape, parse_shape
 from models.registry import MODELS
-from models.runs import load_scenario, run_scenario
+from models.runs import load_scenario
 from sim.cli import progress_bar
 from sim.guard import OverBudget
 from sim.pools import process_pool
@@ -39,6 +39,7 @@ METRICS = (
     "calls_served_per_s",
 )
 MAX_KNOB = 4096  # the doubling search gives up beyond this many
+CLEAR = 2.0  # a first seed this far past a constraint decides its configuration (a sequential test over seeds)
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Evaluation:
     why: str = ""
     extrapolated: list[str] = field(default_factory=list)  # where any of its runs left the calibrated envelope
     seeds: int = 0  # the seeds it was run at (fewer than asked: a clear miss at its first, Simulator.evaluate_all)
+    over: OverBudget | None = None  # why a run of it went past its budget (then it has no figures)
 
     def settings(self) -> dict:
         """The configuration's autoscaler and function keys (what a question varies)."""
@@ -94,30 +96,37 @@ class Simulator:
         return self.evaluate_all([config])[0]
 
     def evaluate_all(
-        self, configs: list[dict[str, Any]], clear_miss: Callable[[Evaluation], bool] | None = None
+        self, configs: list[dict[str, Any]], clear_miss: Callable[[Evaluation], bool] | None = None, over: bool = False
     ) -> list[Evaluation]:
         """Configurations simulated over the seeds, every run in the pool at once (the cores kept busy across
         configurations); the same numbers as one at a time. With ``clear_miss``, each is first run at its first
         seed, and one that misses by far there (``clear_miss`` of that seed's evaluation) is not run at the others:
-        its figures are that seed's (``Evaluation.seeds`` 1), as a sequential test stops once the answer is clear."""
+        its figures are that seed's (``Evaluation.seeds`` 1), as a sequential test stops once the answer is clear.
+        A run past its budget raises OverBudget (the first in order), or with ``over`` leaves its configuration
+        with no figures and why (``Evaluation.over``; not run at its other seeds), the others evaluated."""
         if clear_miss is None or self.seeds == 1:
-            runs = self._runs([(c, s) for c in configs for s in range(self.seeds)])
+            runs = self._runs([(c, s) for c in configs for s in range(self.seeds)], over)
             return [_evaluation(c, runs[i * self.seeds : (i + 1) * self.seeds]) for i, c in enumerate(configs)]
-        first = self._runs([(c, 0) for c in configs])
+        first = self._runs([(c, 0) for c in configs], over)
         screened = [_evaluation(c, [r]) for c, r in zip(configs, first, strict=True)]
-        rest = [i for i, e in enumerate(screened) if not clear_miss(e)]
-        more = self._runs([(configs[i], s) for i in rest for s in range(1, self.seeds)])
+        rest = [i for i, e in enumerate(screened) if e.over is None and not clear_miss(e)]
+        more = self._runs([(configs[i], s) for i in rest for s in range(1, self.seeds)], over)
         for j, i in enumerate(rest):
             screened[i] = _evaluation(configs[i], [first[i], *more[j * (self.seeds - 1) : (j + 1) * (self.seeds - 1)]])
         return screened
 
-    def _runs(self, jobs: list[tuple[dict[str, Any], int]]) -> list[dict]:
-        """The runs of (configuration, seed) pairs, in order, counted on the progress bar."""
+    def _runs(self, jobs: list[tuple[dict[str, Any], int]], over: bool = False) -> list[dict]:
+        """The runs of (configuration, seed) pairs, in order, counted on the progress bar; one past its budget raises
+        OverBudget, or with ``over`` is what it is (``uncertainty.OVER``: why)."""
         todo = [(self.scenario, [*self.sets, *(f"{k}={v}" for k, v in c.items())], self.params, s) for c, s in jobs]
         runs = []
-        for job, r in zip(todo, self.pool.map(_run, todo) if self.pool else map(_run, todo), strict=True):
+        run_one = uncertainty.run_one
+        for job, r in zip(todo, self.pool.map(run_one, todo) if self.pool else map(run_one, todo), strict=True):
+            if uncertainty.OVER in r and not over:
+                raise OverBudget(r[uncertainty.OVER], r[uncertainty.MEASURED])
             runs.append(r)
-            self.done[(repr(load_scenario(*job[:3])), job[3])] = r  # as uncertainty.ranges keys its runs
+            if uncertainty.OVER not in r:
+                self.done[(repr(load_scenario(*job[:3])), job[3])] = r  # as uncertainty.ranges keys its runs
             self.runs += 1
             if self.bar.total is not None and self.runs > self.bar.total:
                 self.bar.total = self.runs
@@ -132,6 +141,11 @@ class Simulator:
 
 def _evaluation(config: dict[str, Any], runs: list[dict]) -> Evaluation:
     e = Evaluation(dict(config), seeds=len(runs))
+    past = [r for r in runs if uncertainty.OVER in r]
+    if past:  # no figures: why
+        e.over = OverBudget(past[0][uncertainty.OVER], past[0][uncertainty.MEASURED])
+        e.why = str(e.over)
+        return e
     for k in METRICS:
         vals = [r[k] for r in runs if r.get(k) is not None]
         e.metrics[k] = _mean_ci(vals) if len(vals) == len(runs) else (None, None)
@@ -145,11 +159,6 @@ def _evaluation(config: dict[str, Any], runs: list[dict]) -> Evaluation:
     e.agreement = binding.count(e.binding) / len(binding)
     e.extrapolated = sorted({x for r in runs for x in r["extrapolated"]})
     return e
-
-
-def _run(job: tuple[str, list[str], list[str], int]) -> dict:
-    name, sets, params, seed = job
-    return run_scenario(load_scenario(name, sets, params), seed=seed)
 
 
 def _mean_ci(vals: list[float]) -> tuple[float | None, float | None]:
@@ -188,41 +197,102 @@ def clear_within(p99: float) -> Callable[[Evaluation], bool]:
     return lambda e: e.mean("added_latency_p99_s") <= p99
 
 
+def far_miss(p99: float) -> Callable[[Evaluation], bool]:
+    """Whether one seed decides a configuration's miss (``Simulator.evaluate_all``'s ``clear_miss``): an error (the
+    mean over more seeds has one too: a miss whatever they give), or a p99 CLEAR × past the limit (a sequential
+    test: the other seeds would have to bring the mean back under it)."""
+    return lambda e: e.mean("errors_total") > 0 or e.mean("added_latency_p99_s") > CLEAR * p99
+
+
 def smallest(sim: Simulator, key: str, check: Callable[[Evaluation], None], fixed: dict, lo: int = 1) -> tuple:
     """The smallest integer value of ``key`` ≥ ``lo`` whose evaluation meets ``check`` (monotone: doubling, then
     bisection); every evaluation made, by value. None if even MAX_KNOB fails, or if the doubling reaches a value
     whose runs are past their budget before one meets (``sim.too_costly``: that value and why; the search so far
     is kept, not discarded)."""
+    return smallest_all(sim, key, check, [fixed], lo)[0]
+
+
+def smallest_all(
+    sim: Simulator,
+    key: str,
+    check: Callable[[Evaluation], None],
+    bases: list[dict],
+    lo: int = 1,
+    clear_miss: Callable[[Evaluation], bool] | None = None,
+) -> list[tuple]:
+    """``smallest`` over each of ``bases``, the searches side by side: each round simulates every unfinished
+    search's next value together (``Simulator.evaluate_all``: both cores busy across searches), so each search makes
+    the evaluations it would alone, in the same order. With ``clear_miss``, a value that misses by far at its first
+    seed is not run at the others. ``sim.too_costly`` is the last search's (in the order of ``bases``) that set it,
+    as one after the other."""
+    searches = [_smallest(key, fixed, lo) for fixed in bases]
+    wants = {i: next(search) for i, search in enumerate(searches)}  # each search's next configuration
+    done: dict[int, tuple] = {}
+    failed: dict[int, OverBudget] = {}  # a search that ended the question (one after the other, the first did)
+    while wants:
+        order = list(wants)
+        for i, e in zip(order, sim.evaluate_all([wants[i] for i in order], clear_miss, over=True), strict=True):
+            if i not in wants:  # a search before it ended the question: it would not have run
+                continue
+            if e.over is None:
+                check(e)
+                if e.seeds < sim.seeds:
+                    e.why += f" (on {e.seeds} seed: clear at its first)"
+            try:
+                wants[i] = searches[i].send(e)
+            except StopIteration as end:
+                done[i] = end.value
+                del wants[i]
+            except OverBudget as error:
+                failed[i] = error
+                for j in [j for j in wants if j >= i]:
+                    del wants[j]
+    if failed:
+        raise failed[min(failed)]
+    out = []
+    for i in range(len(bases)):
+        best, seen, too_costly = done[i]
+        if too_costly is not None:
+            sim.too_costly = too_costly
+        out.append((best, seen))
+    return out
+
+
+def _smallest(key: str, fixed: dict, lo: int) -> Generator[dict, Evaluation, tuple]:
+    """One search of ``smallest``: yields each configuration to simulate, is sent its evaluation (checked), and
+    returns (the smallest value that meets or None, every evaluation by value, (a value past its budget, why) or
+    None). A value whose runs are past their budget stops the search (OverBudget if it is the first)."""
     seen: dict[int, Evaluation] = {}
 
-    def ev(v: int) -> Evaluation:
+    def ev(v: int) -> Generator[dict, Evaluation, Evaluation]:
         if v not in seen:
-            seen[v] = sim.evaluate({**fixed, key: v})
-            check(seen[v])
+            e = yield {**fixed, key: v}
+            if e.over is not None:
+                raise e.over
+            seen[v] = e
         return seen[v]
 
     v = lo
     while True:
         try:
-            if ev(v).meets:
+            if (yield from ev(v)).meets:
                 break
         except OverBudget as e:
             if not seen:  # the first value already: nothing searched to keep
                 raise
-            sim.too_costly = (v, str(e))
-            return None, seen
+            return None, seen, (v, str(e))
         if v >= MAX_KNOB:
-            return None, seen
+            return None, seen, None
         v = min(MAX_KNOB, max(v * 2, v + 1))
     bad = max((x for x in seen if not seen[x].meets and x < v), default=lo - 1)
     good = v
     while good - bad > 1:
         mid = (good + bad) // 2
-        if ev(mid).meets:
+        if (yield from ev(mid)).meets:
             good = mid
         else:
             bad = mid
-    return good, seen
+    return good, seen, None
 
 
 def size_search(sim: Simulator, what: str, evaluations: float, configs: list[dict]) -> None:

@@ -3,12 +3,14 @@ retry policy."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from scipy import stats
 
 from experiments import whatif
-from experiments.whatif.recovery import DEFAULTS, measure, policy_sets
+from experiments.whatif.recovery import DEFAULTS, measure, policy_sets, recovery_question
 from tests.support import assert_axes_hold_their_data, in_chromium
 
 
@@ -121,3 +123,15 @@ def test_without_retries_a_spikes_backlog_grows_and_drains_at_the_rates_theory_g
     for rates, exact in ((grow, 11.0), (drain, -3.0)):
         mean, se = np.mean(rates), np.std(rates, ddof=1) / np.sqrt(seeds)
         assert abs(mean - exact) <= stats.t.ppf(0.975, seeds - 1) * se + 0.05, (rates, exact)
+
+
+def test_the_runs_on_two_processes_give_the_answer_of_one_after_the_other():
+    question = ("mmc", list(DEFAULTS), [], 1, "none,backoff", "4,8")
+    one, one_series = recovery_question(*question, jobs=1)
+    two, two_series = recovery_question(*question, jobs=2)
+    assert json.dumps(two) == json.dumps(one)
+    assert two_series.keys() == one_series.keys()
+    for policy, series in one_series.items():
+        assert series.keys() == two_series[policy].keys()
+        for k, v in series.items():
+            assert np.array_equal(np.asarray(two_series[policy][k]), np.asarray(v), equal_nan=True), (policy, k)

@@ -11,6 +11,7 @@ import pytest
 from experiments import api
 from experiments import whatif as cmd
 from experiments.whatif import search
+from sim.guard import OverBudget
 from tests.support import in_chromium
 
 
@@ -92,28 +93,84 @@ def test_a_bad_question_exits_2_with_one_line(argv, name, capsys):
     assert len(err.splitlines()) == 1 and name in err, err
 
 
+class Knob:
+    """A stand-in for ``search.Simulator``: a configuration ``{"base": b, "k": v}`` meets once v reaches base b's
+    threshold, and its runs are past their budget at base b's values ``over[b]``; it logs what it evaluates."""
+
+    seeds = 1
+
+    def __init__(self, thresholds: dict, over: dict) -> None:
+        self.thresholds, self.over = thresholds, over
+        self.too_costly = None
+        self.log: list[tuple[int, int]] = []
+
+    def evaluate_all(self, configs, clear_miss=None, over=False):
+        out = []
+        for c in configs:
+            self.log.append((c["base"], c["k"]))
+            e = search.Evaluation(dict(c), seeds=1)
+            if c["k"] in self.over[c["base"]]:
+                e.over = OverBudget(f"base {c['base']}: k {c['k']} past its budget")
+                if not over:
+                    raise e.over
+            out.append(e)
+        return out
+
+    def check(self, e):
+        e.meets = e.config["k"] >= self.thresholds[e.config["base"]]
+        e.why = "meets" if e.meets else "p99 too high"
+
+
 def test_a_search_that_reaches_a_value_past_the_run_budget_keeps_what_it_found():
     """``smallest`` doubles the knob; a value whose runs are past their budget ends the search with what it saw and
     says where (``too_costly``), instead of discarding the search."""
-    from sim.guard import OverBudget
-
-    class Sim:
-        too_costly = None
-
-        def evaluate(self, config):
-            if config["k"] >= 8:
-                raise OverBudget("run size: about 9e9 calls, more than the budget")
-            return search.Evaluation(dict(config))
-
-    def never(e):
-        e.meets, e.why = False, "p99 too high"
-
-    sim = Sim()
-    best, seen = search.smallest(sim, "k", never, {})
+    sim = Knob({0: 10**9}, {0: {8}})
+    best, seen = search.smallest(sim, "k", sim.check, {"base": 0})
     assert best is None and sorted(seen) == [1, 2, 4] and sim.too_costly[0] == 8 and "budget" in sim.too_costly[1]
-    first = Sim()
+    first = Knob({0: 10**9}, {0: {8}})
     with pytest.raises(OverBudget):  # the first value already past it: nothing searched, the error stands
-        search.smallest(first, "k", never, {}, lo=8)
+        search.smallest(first, "k", first.check, {"base": 0}, lo=8)
+
+
+def test_searches_side_by_side_make_the_evaluations_each_makes_alone():
+    """``smallest_all`` runs its searches in lockstep (a round's values simulated together): each search evaluates
+    the same values in the same order as alone, finds the same value, and the question ends as one after the other
+    would (the same ``too_costly``, or the same error), on random thresholds and budgets."""
+    rng = np.random.default_rng(46)
+    for _ in range(300):
+        n = int(rng.integers(1, 6))
+        thresholds = {
+            b: int(rng.choice([0, 1, 3, 17, 100, 999, 4096, 5000, int(rng.integers(0, 5000))])) for b in range(n)
+        }
+        # past the budget at values a search visits: the doubling's, near its threshold, or anywhere
+        visited = [
+            [0, *(2**i for i in range(13)), t - 1, t, t + 1, t // 2 + 1, int(rng.integers(0, 4200))]
+            for t in thresholds.values()
+        ]
+        over = {b: {int(v) for v in rng.choice(visited[b], int(rng.integers(0, 3)))} for b in range(n)}
+        lo = int(rng.integers(0, 3))
+        bases = [{"base": b} for b in range(n)]
+        expected, logs, too_costly, error = [], [], None, None
+        for base in bases:  # one after the other, each on a simulator of its own: the first error ends them
+            alone = Knob(thresholds, over)
+            try:
+                expected.append(search.smallest(alone, "k", alone.check, base, lo))
+            except OverBudget as e:
+                error = str(e)
+                break
+            logs += alone.log
+            too_costly = alone.too_costly or too_costly  # the last search's that set it
+        together = Knob(thresholds, over)
+        try:
+            got = search.smallest_all(together, "k", together.check, bases, lo)
+        except OverBudget as e:
+            assert str(e) == error
+            continue
+        assert error is None
+        assert [(b, sorted(s)) for b, s in got] == [(b, sorted(s)) for b, s in expected]
+        assert together.too_costly == too_costly
+        for b in range(n):  # each search's own order of evaluations
+            assert [k for x, k in together.log if x == b] == [k for x, k in logs if x == b]
 
 
 @pytest.mark.slow
