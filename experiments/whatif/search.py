@@ -198,9 +198,8 @@ def clear_within(p99: float) -> Callable[[Evaluation], bool]:
 
 
 def far_miss(p99: float) -> Callable[[Evaluation], bool]:
-    """Whether one seed decides a configuration's miss (``Simulator.evaluate_all``'s ``clear_miss``): an error (the
-    mean over more seeds has one too: a miss whatever they give), or a p99 CLEAR × past the limit (a sequential
-    test: the other seeds would have to bring the mean back under it)."""
+    """Whether one seed decides a miss (``Simulator.evaluate_all``'s ``clear_miss``): an error (the mean over more
+    seeds has one too: a miss for certain), or a p99 CLEAR × past the limit (a sequential test)."""
     return lambda e: e.mean("errors_total") > 0 or e.mean("added_latency_p99_s") > CLEAR * p99
 
 
@@ -226,7 +225,7 @@ def smallest_all(
     seed is not run at the others. ``sim.too_costly`` is the last search's (in the order of ``bases``) that set it,
     as one after the other."""
     searches = [_smallest(key, fixed, lo) for fixed in bases]
-    wants = {i: next(search) for i, search in enumerate(searches)}  # each search's next configuration
+    wants = {i: next(s) for i, s in enumerate(searches)}  # each search's next configuration
     done: dict[int, tuple] = {}
     failed: dict[int, OverBudget] = {}  # a search that ended the question (one after the other, the first did)
     while wants:
@@ -245,23 +244,17 @@ def smallest_all(
                 del wants[i]
             except OverBudget as error:
                 failed[i] = error
-                for j in [j for j in wants if j >= i]:
-                    del wants[j]
+                wants = {j: w for j, w in wants.items() if j < i}
     if failed:
         raise failed[min(failed)]
-    out = []
-    for i in range(len(bases)):
-        best, seen, too_costly = done[i]
-        if too_costly is not None:
-            sim.too_costly = too_costly
-        out.append((best, seen))
-    return out
+    for i in sorted(done):  # as one after the other: the last search that set it
+        sim.too_costly = done[i][2] or sim.too_costly
+    return [done[i][:2] for i in range(len(bases))]
 
 
 def _smallest(key: str, fixed: dict, lo: int) -> Generator[dict, Evaluation, tuple]:
-    """One search of ``smallest``: yields each configuration to simulate, is sent its evaluation (checked), and
-    returns (the smallest value that meets or None, every evaluation by value, (a value past its budget, why) or
-    None). A value whose runs are past their budget stops the search (OverBudget if it is the first)."""
+    """One search of ``smallest``: yields each configuration to simulate, is sent its evaluation (checked), returns
+    (``smallest``'s two, and the value past its budget that stopped it and why, or None)."""
     seen: dict[int, Evaluation] = {}
 
     def ev(v: int) -> Generator[dict, Evaluation, Evaluation]:
