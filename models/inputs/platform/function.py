@@ -83,6 +83,7 @@ class Function:
         self._call_at = sim.call_at
         self._heap, self._ids, self._heap_below = sim.heap, sim.ids, sim.direct  # call_at inlined (Sim.heap)
         self._finish_cb = self._finish
+        self._wake_cb = self._wake
         self._work = log.work
         self._started_at = log.started
         self.log = log
@@ -216,7 +217,12 @@ class Function:
                     self._wake_pending = True
                     # at least the next representable time: a wait below the clock's resolution would wake at
                     # now, find no token (rounding), and wait again forever
-                    self.sim.call_at(max(now + bucket.next_token_in(now), math.nextafter(now, math.inf)), self._wake)
+                    t = max(now + bucket.next_token_in(now), math.nextafter(now, math.inf))
+                    heap = self._heap
+                    if len(heap) < self._heap_below:  # call_at, inlined: a backlog wakes at every token
+                        heappush(heap, (t, NORMAL, next(self._ids), self._wake_cb, None))
+                    else:
+                        self._call_at(t, self._wake_cb)
                 return
             call, style = pending.popleft()
             self.n_pending[style] -= 1
