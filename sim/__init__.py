@@ -31,6 +31,7 @@ COMPILED = (
     "models.inputs.platform.overhead",
     "models.inputs.platform.startlimit",
     "sim.limiter",
+    "sim.calendar",
 )
 PURE_ENV = "SCALESIM_PURE"  # set (to anything but "" or "0"): the .py files, even where compiled ones are built
 _ROOT = Path(__file__).resolve().parent.parent

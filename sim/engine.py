@@ -18,11 +18,10 @@ entries, 5.6 µs at a million, on this project's bench machine; a load test hold
 is a *source* of entries that stands in the heap for what it holds by one entry of its own, so the one loop runs
 them as it runs any entry, and the order of events is exactly that of one heap:
 
-- The *calendar* (a calendar queue, Brown 1988): once the heap holds ``NEAR`` entries, ``call_at`` puts an entry due
-  at or after the *horizon* in a bucket of 1/``BUCKETS_PER_S`` simulated seconds instead, appended to in O(1). The
-  earliest bucket has a *load* entry in the heap at the bucket's start (priority ``LOAD``, before any other entry at
-  that time); when it is popped, the bucket's entries move into the heap and the horizon moves to the bucket's end.
-  Every entry due before the horizon is in the heap, so every entry pops in its order.
+- The *calendar* (a calendar queue, Brown 1988; sim/calendar.py, whose ``push`` is ``call_at``): once the heap holds
+  ``NEAR`` entries, ``call_at`` puts an entry due at or after the *horizon* in a bucket of 1/``BUCKETS_PER_S``
+  simulated seconds instead; the earliest bucket stands in the heap by a *load* entry at its start, which moves the
+  bucket into the heap. Every entry due before the horizon is in the heap, so every entry pops in its order.
 - *Delay lines* (``Sim.line``): ``fn(arg)`` a constant delay after each ``push``, in push order, so the items wait in a
   FIFO beside the heap. Each item is the very entry ``call_in(delay, fn, arg)`` would have pushed (same time, same
   id), but only the line's head is in the heap: when it pops, the line calls the items after it that are due
@@ -59,13 +58,14 @@ from typing import Any, Final
 
 import simpy
 
+from sim.calendar import NORMAL, Calendar
 from sim.errors import SimPyInternalsChanged
 from sim.guard import CHECK_EVENTS_MASK, SAMPLE, UNGUARDED, Guard
 from sim.shortcuts import CALENDAR, DELAY_LINES, EVERY_SHORTCUT
 
-# SimPy's event priorities (simpy.events), Final: the compiled modules inline them (Sim() checks they still match)
+# SimPy's event priorities (simpy.events), Final: the compiled modules inline them (Sim() checks they still match);
+# NORMAL is the calendar's (sim/calendar.py), which puts entries at it
 URGENT: Final = 0
-NORMAL: Final = 1
 
 
 def _check_internals(env: simpy.Environment) -> None:
@@ -132,23 +132,19 @@ class Sim:
         self.shortcuts: Collection[str] = EVERY_SHORTCUT
         self._lines: list[DelayLine | HeapLine] = []
         self._runs = 0  # run() calls so far: a halt entry belongs to one
-        # the calendar: entries due at or after ``_horizon`` wait in buckets of 1/BUCKETS_PER_S seconds, once the heap
-        # holds ``_near`` entries (never, without the calendar)
+        # the calendar: entries due at or after its horizon wait in buckets of 1/BUCKETS_PER_S seconds, once the heap
+        # holds NEAR entries (never, without the calendar)
         per_s = float(BUCKETS_PER_S)
         if not (per_s > 0 and math.frexp(per_s)[0] == 0.5):
             raise ValueError(f"BUCKETS_PER_S must be a power of two (bucket bounds exact), got {BUCKETS_PER_S}")
-        self._per_s = per_s
-        self._near: float = NEAR if calendar else math.inf
-        self._far = 2.0**52 / per_s  # entries due this late go to the heap (a bucket index must be an exact integer)
-        self._horizon = 0.0
-        self._buckets: dict[int, list[tuple]] = {}
-        self._bucket_heap: list[int] = []  # the indices of the buckets that hold entries
-        self._load_cb = self._load
+        near = NEAR if calendar else math.inf
+        self._calendar = Calendar(self._queue, self._eid, self.env, near, per_s)
+        # call_at(t, fn, arg): call fn(arg) at absolute time t (not before now: the per-call paths guarantee it)
+        self.call_at: Callable[..., None] = self._calendar.push
         # for hot paths that inline call_at: while the heap holds fewer than ``direct`` entries, call_at(t, fn, arg)
         # is exactly heappush(heap, (t, NORMAL, next(ids), fn, arg)); else call it
         self.heap: list[Any] = self._queue
-        self.ids, self.direct = self._eid, self._near
-        self._loads = 0  # load entries popped (not events of the model)
+        self.ids, self.direct = self._eid, near
         self._inlined = 0  # line items called by the line itself, not popped (DelayLine._next)
 
     @classmethod
@@ -162,24 +158,6 @@ class Sim:
     @property
     def now(self) -> float:
         return self.env._now
-
-    def call_at(self, t: float, fn: Callable[[Any], Any], arg: Any = None) -> None:
-        """Call ``fn(arg)`` at absolute time ``t`` (not before now: the per-call paths guarantee it)."""
-        queue = self._queue
-        if len(queue) < self._near or t < self._horizon or t >= self._far:
-            heappush(queue, (t, NORMAL, next(self._eid), fn, arg))
-            return
-        entry = (t, NORMAL, next(self._eid), fn, arg)
-        b = int(t * self._per_s)
-        bucket = self._buckets.get(b)
-        if bucket is not None:
-            bucket.append(entry)
-            return
-        self._buckets[b] = [entry]
-        buckets = self._bucket_heap
-        heappush(buckets, b)
-        if buckets[0] == b:  # the earliest bucket: its load entry, at its start (or now, if the clock is past it)
-            heappush(queue, (max(b / self._per_s, self.env._now), LOAD, 0, self._load_cb, b))
 
     def call_in(self, delay: float, fn: Callable[[Any], Any], arg: Any = None) -> None:
         """Call ``fn(arg)`` after ``delay`` seconds."""
@@ -200,21 +178,6 @@ class Sim:
         handle = Handle(fn, arg)
         heappush(self._queue, (t, LATE, next(self._eid), _fire, handle))  # the heap: valid at any t (see _load)
         return handle
-
-    def _load(self, b: int) -> None:
-        """A load entry: move bucket ``b`` into the heap (its entries are due before anything else left there) and put
-        the next bucket's load entry in the heap (a second one for a bucket that has one does nothing)."""
-        self._loads += 1
-        bucket = self._buckets.pop(b, None)
-        if bucket is None:
-            return
-        buckets, queue = self._bucket_heap, self._queue
-        heappop(buckets)  # b: an earlier bucket's load entry would have popped before this one
-        for entry in bucket:
-            heappush(queue, entry)
-        self._horizon = (b + 1) / self._per_s
-        if buckets:
-            heappush(queue, (buckets[0] / self._per_s, LOAD, 0, self._load_cb, buckets[0]))
 
     def line(self, delay: float) -> DelayLine | HeapLine:
         """The delay line of ``delay`` seconds: ``push(fn, arg)`` calls ``fn(arg)`` that long after (one per delay).
@@ -249,7 +212,7 @@ class Sim:
         self._runs += 1
         run = self._runs
         heappush(queue, (until, URGENT, next(self._eid), _halt, run))  # the heap is never empty before it pops
-        processed, loads, inline = 0, self._loads, self._inlined
+        processed, loads, inline = 0, self._calendar.loads, self._inlined
         checkpoint = -1.0  # the clock at the last stall check
         guard = self.guard
         budget = guard.budget
@@ -275,7 +238,7 @@ class Sim:
                     raise budget.exceeded(processed, env._now, _sample(env, queue, SAMPLE))
         finally:
             gc.set_threshold(*thresholds)
-            self.events += processed - (self._loads - loads) + (self._inlined - inline)
+            self.events += processed - (self._calendar.loads - loads) + (self._inlined - inline)
             if budget is not None:
                 budget.used += processed
 
@@ -411,8 +374,7 @@ BUCKETS_PER_S = 256.0  # the calendar's buckets per simulated second (a power of
 # full one after 20 × 20 of them; what cyclic garbage a run makes is still collected, in fewer passes
 GC_THRESHOLDS = (10_000, 20, 20)
 INLINE = 64  # line items a line calls itself, at most, before its head goes through the heap again (stall checks)
-LOAD = -1  # a load entry's priority: before SimPy's URGENT (0) and NORMAL (1) at the same time
-LATE = 2  # after both (Sim.schedule_late)
+LATE = 2  # after URGENT and NORMAL at the same time (Sim.schedule_late)
 
 
 class _Halt(Exception):

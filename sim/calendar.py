@@ -1,0 +1,78 @@
+"""The engine's calendar (a calendar queue, Brown 1988): where ``Sim.call_at`` puts an entry (sim/engine.py).
+
+Once the event heap holds ``near`` entries, an entry due at or after the *horizon* goes in a bucket of 1/``per_s``
+simulated seconds instead of the heap, appended to in O(1). The earliest bucket has a *load* entry in the heap at the
+bucket's start (priority ``LOAD``, before any other entry at that time); when it is popped (``load``), the bucket's
+entries move into the heap and the horizon moves to the bucket's end. Every entry due before the horizon is in the
+heap, so every entry pops in its order: the same order as one heap (tests/sim/test_engine.py).
+
+It is its own module so that the compiled core (sim/build.py) compiles it: ``push`` is what every per-call path that
+does not inline it (above ``near`` entries: a load test with a million calls in flight) calls for every entry, and
+compiled, a compiled caller calls it without entering the interpreter. The engine's loop stays Python
+(docs/explanation/speed.md, "The compiled core").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from heapq import heappop, heappush
+from itertools import count
+from typing import Any, Final
+
+# SimPy's NORMAL event priority (sim/engine.py checks it), and a load entry's: before SimPy's URGENT (0) and NORMAL
+# at the same time (Final: inlined where compiled)
+NORMAL: Final = 1
+LOAD: Final = -1
+
+
+class Calendar:
+    """The buckets of entries due at or after ``horizon``, beside the heap ``queue`` (the engine's: its entries
+    ``(time, priority, id, fn, arg)``, ids from ``ids``), used once the heap holds ``near`` entries (``math.inf``:
+    never); ``env`` holds the clock."""
+
+    def __init__(self, queue: list[Any], ids: count, env: Any, near: float, per_s: float) -> None:
+        self.queue = queue
+        self.ids = ids
+        self.env = env
+        self.near = near
+        self.per_s = per_s
+        self.far = 2.0**52 / per_s  # entries due this late go to the heap (a bucket index must be an exact integer)
+        self.horizon = 0.0
+        self.buckets: dict[int, list[Any]] = {}
+        self.bucket_heap: list[int] = []  # the indices of the buckets that hold entries
+        self.loads = 0  # load entries popped (not events of the model)
+        self._load_cb = self.load
+
+    def push(self, t: Any, fn: Callable[[Any], Any], arg: Any = None) -> None:
+        """Call ``fn(arg)`` at absolute time ``t`` (not before now: the per-call paths guarantee it): ``Sim.call_at``.
+        ``t`` is the caller's float, put in the entry as it is (typed Any: compiled, not unboxed and boxed again)."""
+        queue = self.queue
+        if len(queue) < self.near or t < self.horizon or t >= self.far:
+            heappush(queue, (t, NORMAL, next(self.ids), fn, arg))
+            return
+        entry = (t, NORMAL, next(self.ids), fn, arg)
+        b = int(t * self.per_s)
+        bucket = self.buckets.get(b)
+        if bucket is not None:
+            bucket.append(entry)
+            return
+        self.buckets[b] = [entry]
+        buckets = self.bucket_heap
+        heappush(buckets, b)
+        if buckets[0] == b:  # the earliest bucket: its load entry, at its start (or now, if the clock is past it)
+            heappush(queue, (max(b / self.per_s, self.env._now), LOAD, 0, self._load_cb, b))
+
+    def load(self, b: int) -> None:
+        """A load entry: move bucket ``b`` into the heap (its entries are due before anything else left there) and put
+        the next bucket's load entry in the heap (a second one for a bucket that has one does nothing)."""
+        self.loads += 1
+        bucket = self.buckets.pop(b, None)
+        if bucket is None:
+            return
+        buckets, queue = self.bucket_heap, self.queue
+        heappop(buckets)  # b: an earlier bucket's load entry would have popped before this one
+        for entry in bucket:
+            heappush(queue, entry)
+        self.horizon = (b + 1) / self.per_s
+        if buckets:
+            heappush(queue, (buckets[0] / self.per_s, LOAD, 0, self._load_cb, buckets[0]))
