@@ -7,4 +7,5 @@ names sit below everything that takes a shortcut.
 FIFO = "fifo"
 IDLE_DECISIONS = "idle_decisions"
 ROUND_TRIPS = "round_trips"
+BACKS = "backs"
 PARTS = "parts"

@@ -13,6 +13,7 @@ from typing import Any
 from models.inputs import shortcut_names as names
 from models.inputs.approaches import APPROACHES
 from models.inputs.callers.demand import parse_shape
+from sim.dists import Exponential, LogNormal, Uniform
 from sim.shortcuts import Shortcut, any_of, constant, one_of, zero
 
 # Every key of the load test's schema at the time these shapes were proven (not read from the schema: see above).
@@ -138,6 +139,31 @@ ROUND_TRIPS = Shortcut(
 )
 
 
+def _continuous(d: Any) -> bool:
+    """A distribution with a density (no value drawn twice but by chance): uniform, exponential or lognormal with a
+    spread; a constant, an empirical distribution or a spread of 0 repeat values, so their backs could tie."""
+    return isinstance(d, (Uniform, Exponential, LogNormal)) and d.var > 0
+
+
+BACKS = Shortcut(
+    names.BACKS,
+    "open-loop callers (load = arrivals or trace) calling a Function with .remote or .spawn, one request per call, "
+    "through a result leg with a density (uniform, exponential or lognormal with a spread: each back then falls at a "
+    "time of its own, tied with no other event)",
+    {
+        **EVERY,
+        "approach": function_callers,
+        "load": one_of("arrivals", "trace"),
+        "clients.api": one_of("single"),  # a map call's inputs come back through the map call
+        "overhead.result": _continuous,
+    },
+    claim="rounding",  # every record to the bit; a call is folded in when its work ends, so sums add in another order
+    rel_tol=1e-12,
+    doc="an open loop's call is done when its work ends, with its back drawn then, instead of one event later at "
+    "its back (models/inputs/callers/clients.py)",
+)
+
+
 def _workspace_cannot_bind(sc: Any) -> bool:
     """Whether the workspace leaves the copies' pools independent: fixed pools (which launch nothing, and fit under
     the cap: the schema's check), or no workspace-wide placement rate and a cap of none or at least what every
@@ -162,4 +188,4 @@ PARTS = Shortcut(
     doc="the copies simulated one after the other, or on --jobs processes (models/inputs/parts.py)",
 )
 
-SHAPES = (FIFO, IDLE_DECISIONS, ROUND_TRIPS, PARTS)
+SHAPES = (FIFO, IDLE_DECISIONS, ROUND_TRIPS, BACKS, PARTS)

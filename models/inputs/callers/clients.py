@@ -32,6 +32,7 @@ from models.inputs.callers.retries import Retries, Timeouts
 from models.inputs.platform.overhead import leg
 from models.inputs.platform.overhead_params import OverheadParams
 from models.inputs.records import CallLog, Row
+from models.inputs.shortcut_names import BACKS
 from sim.dists import Dist
 from sim.engine import Sim
 from sim.rng import PerClient, Streams
@@ -143,6 +144,14 @@ class Load:
         self.work_ended: Callable[[int], None] = (
             self.done if http else leg(sim, sc.overhead, "result", streams, self.done, log.client) or self.done
         )
+        # the ``backs`` shortcut (models/inputs/shortcuts.py): an open loop's call is back after the result leg, drawn
+        # from the leg's stream when the work ends, and done then as at its back (``_back_at``): one event fewer
+        self._results = PerClient(streams, "overhead/result", sc.overhead.result)
+        self._until = sc.duration_s + sc.drain_s  # the run's end: a call back at or after it is never back
+        self._last_back = -1.0  # the latest back of the calls done so far (``_back_at``)
+        self._drain_cb = self._drain_check
+        if BACKS in sim.shortcuts and not http:
+            self.work_ended = self._back_at
         # what a closed-loop caller does when a call is back (a subclass's method ``returned``); open loops do nothing
         self._returned: Callable[[int], None] | None = getattr(self, "returned", None)
 
@@ -256,6 +265,31 @@ class Load:
             self._returned(call)
         self._close(call)
         if self.outstanding == 0:
+            self._maybe_drained()
+
+    def _back_at(self, call: Row) -> None:
+        """The work of ``call`` ended: its result is back after ``overhead.result`` (varying), drawn now from its
+        client's stream as the leg draws it, and it is done now as ``done`` would do it then (the ``backs`` shortcut:
+        an open loop does nothing at a back but count it). Past the run's end it is never back, as its back event
+        would never come; the last call back stops the clock at its back (``_drain_check``)."""
+        delay = self._results[self._client[call]]()
+        if delay < 0:
+            raise ValueError(f"negative delay {delay}")
+        back = self.env._now + delay
+        if back >= self._until:
+            return
+        self._finished[call] = back  # (a failed call keeps its kind: ``_failed`` would set the same)
+        self.outstanding -= 1
+        self._close(call)
+        if back > self._last_back:
+            self._last_back = back
+        if self.outstanding == 0:
+            self._call_at(self._last_back, self._drain_cb)
+
+    def _drain_check(self, _arg: None) -> None:
+        """The latest back of the calls done when none was left out: still none out, and none back later, this is
+        the back that would have emptied the run (``done``'s ``_maybe_drained``)."""
+        if self.outstanding == 0 and self.env._now >= self._last_back:
             self._maybe_drained()
 
     def _failed(self, call: int, kind: str) -> None:

@@ -29,7 +29,7 @@ from tests.support import IGNORED, ROOT, diff_settings, dists, examples, same
 
 SHORTCUTS = loadtest.SHORTCUTS
 DEFAULT_EXAMPLES = examples(320)
-PROPERTIES = 9  # the properties below that draw examples (each gets an equal share)
+PROPERTIES = 10  # the properties below that draw examples (each gets an equal share)
 
 
 SETTINGS = diff_settings(DEFAULT_EXAMPLES, PROPERTIES)
@@ -297,6 +297,21 @@ def test_skipped_idle_decisions_are_exact_under_a_binding_workspace(tree, seed):
 def test_fused_round_trips_are_exact(tree, seed):
     """Any legs but 0: constant ones (the trips keep their order) and varying ones (a later trip may arrive first)."""
     check("round_trips", tree, seed)
+
+
+@SETTINGS
+@given(
+    load_tests(
+        approach=st.sampled_from(["remote", "spawn"]),
+        load=st.sampled_from(["arrivals", "trace"]),
+        **{"clients.api": st.just("single"), "overhead.result": dists(0.001, 0.3)},
+    ),
+    SEEDS,
+)
+def test_backs_when_the_work_ends_are_exact(tree, seed):
+    """Any load of open-loop callers, limits, retries, copies and autoscaling on the Function path, through a
+    result leg with a density (the other legs are the shape's to refuse)."""
+    check("backs", tree, seed)
 
 
 @SETTINGS
