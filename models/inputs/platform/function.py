@@ -215,12 +215,10 @@ class Function:
             if bucket is not None and not bucket.try_take(now):
                 if not self._wake_pending:
                     self._wake_pending = True
-                    # at least the next representable time: a wait below the clock's resolution would wake at
-                    # now, find no token (rounding), and wait again forever
+                    # not before the next representable time: one below the clock's resolution would wake forever
                     t = max(now + bucket.next_token_in(now), math.nextafter(now, math.inf))
-                    heap = self._heap
-                    if len(heap) < self._heap_below:  # call_at, inlined: a backlog wakes at every token
-                        heappush(heap, (t, NORMAL, next(self._ids), self._wake_cb, None))
+                    if len(self._heap) < self._heap_below:  # call_at, inlined: a backlog wakes at every token
+                        heappush(self._heap, (t, NORMAL, next(self._ids), self._wake_cb, None))
                     else:
                         self._call_at(t, self._wake_cb)
                 return
