@@ -6,6 +6,13 @@ bucket's start (priority ``LOAD``, before any other entry at that time); when it
 entries move into the heap and the horizon moves to the bucket's end. Every entry due before the horizon is in the
 heap, so every entry pops in its order: the same order as one heap (tests/sim/test_engine.py).
 
+A loaded bucket does not go into the heap entry by entry: it is sorted (by the entries' keys, as the heap orders them)
+into the *run*, which stands in the heap by one entry, its head's key with ``next`` as its callback (as a delay line's
+head does, sim/engine.py). When it pops, ``next`` calls the head, then the entries after it that are due before the
+heap's top (each is then the next event of all; up to ``inline`` of them), and puts the next head in the heap. So
+an entry that waited in a bucket costs its share of one sort, not a push and a pop of a heap of ``near`` entries.
+The next load is due at the horizon, after every entry of the run: a run is done before the next bucket is loaded.
+
 It is its own module so that the compiled core (sim/build.py) compiles it: ``push`` is what every per-call path that
 does not inline it (above ``near`` entries: a load test with a million calls in flight) calls for every entry, and
 compiled, a compiled caller calls it without entering the interpreter. The engine's loop stays Python
@@ -30,7 +37,7 @@ class Calendar:
     ``(time, priority, id, fn, arg)``, ids from ``ids``), used once the heap holds ``near`` entries (``math.inf``:
     never); ``env`` holds the clock."""
 
-    def __init__(self, queue: list[Any], ids: count, env: Any, near: float, per_s: float) -> None:
+    def __init__(self, queue: list[Any], ids: count, env: Any, near: float, per_s: float, inline: int) -> None:
         self.queue = queue
         self.ids = ids
         self.env = env
@@ -42,6 +49,11 @@ class Calendar:
         self.bucket_heap: list[int] = []  # the indices of the buckets that hold entries
         self.loads = 0  # load entries popped (not events of the model)
         self._load_cb = self.load
+        self.run: list[Any] = []  # the loaded bucket, sorted; its entries from ``at`` on are still to come
+        self.at = 0
+        self.inline = inline  # run entries ``next`` calls after the head, at most, before the next goes in the heap
+        self.inlined = 0  # run entries called by ``next`` itself, not popped (events of the model all the same)
+        self._next_cb = self.next
 
     def push(self, t: Any, fn: Callable[[Any], Any], arg: Any = None) -> None:
         """Call ``fn(arg)`` at absolute time ``t`` (not before now: the per-call paths guarantee it): ``Sim.call_at``.
@@ -71,8 +83,35 @@ class Calendar:
             return
         buckets, queue = self.bucket_heap, self.queue
         heappop(buckets)  # b: an earlier bucket's load entry would have popped before this one
-        for entry in bucket:
-            heappush(queue, entry)
+        bucket.sort()  # by (time, priority, id): unique keys, so fn is never compared
+        self.run, self.at = bucket, 0
+        head = bucket[0]
+        heappush(queue, (head[0], head[1], head[2], self._next_cb, None))
         self.horizon = (b + 1) / self.per_s
         if buckets:
             heappush(queue, (buckets[0] / self.per_s, LOAD, 0, self._load_cb, buckets[0]))
+
+    def next(self, _arg: None) -> None:
+        """The run's head popped (the clock is at it): call it, then the entries after it due before the heap's top,
+        up to ``inline`` of them, and put the next head in the heap."""
+        run, queue, env = self.run, self.queue, self.env
+        at = self.at
+        entry = run[at]
+        at += 1
+        self.at = at
+        entry[3](entry[4])
+        n = len(run)
+        for _ in range(self.inline):
+            if at >= n:
+                return
+            entry = run[at]
+            if not entry < queue[0]:
+                break
+            at += 1
+            self.at = at
+            env._now = entry[0]
+            self.inlined += 1
+            entry[3](entry[4])
+        if at < n:
+            entry = run[at]
+            heappush(queue, (entry[0], entry[1], entry[2], self._next_cb, None))

@@ -20,8 +20,9 @@ them as it runs any entry, and the order of events is exactly that of one heap:
 
 - The *calendar* (a calendar queue, Brown 1988; sim/calendar.py, whose ``push`` is ``call_at``): once the heap holds
   ``NEAR`` entries, ``call_at`` puts an entry due at or after the *horizon* in a bucket of 1/``BUCKETS_PER_S``
-  simulated seconds instead; the earliest bucket stands in the heap by a *load* entry at its start, which moves the
-  bucket into the heap. Every entry due before the horizon is in the heap, so every entry pops in its order.
+  simulated seconds instead; the earliest bucket stands in the heap by a *load* entry at its start, which sorts the
+  bucket into the calendar's *run*, standing in the heap by its head as a delay line's does (below). Every entry due
+  before the horizon is in the heap or the run, so every entry is called in its order.
 - *Delay lines* (``Sim.line``): ``fn(arg)`` a constant delay after each ``push``, in push order, so the items wait in a
   FIFO beside the heap. Each item is the very entry ``call_in(delay, fn, arg)`` would have pushed (same time, same
   id), but only the line's head is in the heap: when it pops, the line calls the items after it that are due
@@ -138,7 +139,7 @@ class Sim:
         if not (per_s > 0 and math.frexp(per_s)[0] == 0.5):
             raise ValueError(f"BUCKETS_PER_S must be a power of two (bucket bounds exact), got {BUCKETS_PER_S}")
         near = NEAR if calendar else math.inf
-        self._calendar = Calendar(self._queue, self._eid, self.env, near, per_s)
+        self._calendar = Calendar(self._queue, self._eid, self.env, near, per_s, INLINE)
         # call_at(t, fn, arg): call fn(arg) at absolute time t (not before now: the per-call paths guarantee it)
         self.call_at: Callable[..., None] = self._calendar.push
         # for hot paths that inline call_at: while the heap holds fewer than ``direct`` entries, call_at(t, fn, arg)
@@ -212,7 +213,8 @@ class Sim:
         self._runs += 1
         run = self._runs
         heappush(queue, (until, URGENT, next(self._eid), _halt, run))  # the heap is never empty before it pops
-        processed, loads, inline = 0, self._calendar.loads, self._inlined
+        calendar = self._calendar
+        processed, loads, inline = 0, calendar.loads, self._inlined + calendar.inlined
         checkpoint = -1.0  # the clock at the last stall check
         guard = self.guard
         budget = guard.budget
@@ -234,13 +236,16 @@ class Sim:
                     continue  # the halt of an earlier run that stop() ended: not this run's end
                 processed += n  # every 2^16 entries: progress, and stalls
                 checkpoint = guard.look_up(env._now, until, processed, checkpoint)
-                if budget is not None and budget.over(processed):
-                    raise budget.exceeded(processed, env._now, _sample(env, queue, SAMPLE))
+                if budget is not None:  # the entries popped and those a line or the calendar's run called itself
+                    spent = processed + self._inlined + calendar.inlined - inline
+                    if budget.over(spent):
+                        raise budget.exceeded(spent, env._now, _sample(env, queue, SAMPLE))
         finally:
             gc.set_threshold(*thresholds)
-            self.events += processed - (self._calendar.loads - loads) + (self._inlined - inline)
+            inlined = self._inlined + calendar.inlined - inline
+            self.events += processed - (calendar.loads - loads) + inlined
             if budget is not None:
-                budget.used += processed
+                budget.used += processed + inlined
 
 
 class DelayLine:
@@ -345,6 +350,9 @@ def _name(fn: Callable[[Any], Any], arg: Any) -> str:
     owner = getattr(fn, "__self__", None)
     if isinstance(owner, DelayLine) and owner._fns:
         fn = owner._fns[0]
+        owner = getattr(fn, "__self__", None)
+    elif isinstance(owner, Calendar) and owner.at < len(owner.run):  # the calendar's run: its head's callback
+        fn = owner.run[owner.at][3]
         owner = getattr(fn, "__self__", None)
     name = getattr(fn, "__name__", "")
     if owner is not None and not hasattr(getattr(fn, "__func__", fn), "__code__"):

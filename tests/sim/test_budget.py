@@ -6,6 +6,7 @@ sized before they start; and the budget never changes a number."""
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -14,6 +15,7 @@ from experiments import whatif as whatif_cmd
 from experiments.whatif.capacity import MIN_ARRIVALS
 from models.registry import MODELS
 from models.runs import check_size, load_scenario, run_scenario
+from sim import engine
 from sim.engine import Sim
 from sim.guard import EVENT_FLOOR, RUN_MARGIN, SAMPLE, Budget, Guard, OverBudget
 from sim.model import Estimate
@@ -124,6 +126,27 @@ def test_the_engine_checks_its_budget_every_2_16_events_and_names_what_grew():
     with pytest.raises(OverBudget, match="loop"):
         for _ in range(4):
             sim.charge(2**16, "loop")
+
+
+def test_the_budget_counts_the_events_the_calendar_calls_itself(monkeypatch):
+    # Entries a second or two ahead: the calendar's runs call most of them without a pop (sim/calendar.py), and the
+    # budget counts them all: the run ends within one check of its budget (each pop, up to 1 + INLINE events).
+    monkeypatch.setattr(engine, "CHECK_EVENTS_MASK", 2**10 - 1)
+    monkeypatch.setattr(engine, "SAMPLE", 1)
+    sim = Sim(guard=Guard(Budget(2**16)))
+    rng = random.Random(1)
+    calls = []
+
+    def again(_arg: None) -> None:
+        calls.append(1)
+        sim.call_in(1.0 + rng.random(), again)
+
+    for _ in range(50_000):
+        sim.call_at(rng.random(), again)
+    with pytest.raises(OverBudget):
+        sim.run(until=1e9)
+    assert sim._calendar.inlined > 2**15  # (the runs took most of them)
+    assert 2**16 < len(calls) <= 2**16 + (1 + engine.INLINE) * (2**10 + 1)
 
 
 @pytest.mark.slow
