@@ -378,9 +378,9 @@ def _step(event: Any) -> None:
 
 NEAR = 8192  # heap entries below which call_at pushes to the heap directly (read by Sim()): below, a heap is faster
 BUCKETS_PER_S = 256.0  # the calendar's buckets per simulated second (a power of two: bucket bounds are exact)
-# the collector's thresholds during a run: a young collection every 10,000 allocations (Python's default: 700), a
-# full one after 20 × 20 of them; what cyclic garbage a run makes is still collected, in fewer passes
-GC_THRESHOLDS = (10_000, 20, 20)
+# the collector's thresholds during a run: a young collection every 100,000 allocations (Python's default: 700), a
+# full one after 50 × 20 of them; what cyclic garbage a run makes is still collected, in fewer passes
+GC_THRESHOLDS = (100_000, 50, 20)
 INLINE = 64  # line items a line calls itself, at most, before its head goes through the heap again (stall checks)
 LATE = 2  # after URGENT and NORMAL at the same time (Sim.schedule_late)
 
