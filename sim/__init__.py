@@ -28,7 +28,6 @@ COMPILED = (
     "models.inputs.callers.arrivals",
     "models.inputs.platform.proxy",
     "models.inputs.callers.closedloop",
-    "models.inputs.callers.retries",
     "models.inputs.platform.overhead",
     "models.inputs.platform.startlimit",
     "sim.limiter",

@@ -24,12 +24,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from heapq import heappop, heappush
 from itertools import count
+from operator import itemgetter
 from typing import Any, Final
 
 # SimPy's NORMAL event priority (sim/engine.py checks it), and a load entry's: before SimPy's URGENT (0) and NORMAL
 # at the same time (Final: inlined where compiled)
 NORMAL: Final = 1
 LOAD: Final = -1
+_time = itemgetter(0)  # an entry's time
 
 
 class Calendar:
@@ -83,7 +85,9 @@ class Calendar:
             return
         buckets, queue = self.bucket_heap, self.queue
         heappop(buckets)  # b: an earlier bucket's load entry would have popped before this one
-        bucket.sort()  # by (time, priority, id): unique keys, so fn is never compared
+        # by (time, priority, id): every entry in a bucket is NORMAL and was appended in the order of its id, so a
+        # stable sort by time alone is that order (and 3× faster: float keys, not tuples, compared)
+        bucket.sort(key=_time)
         self.run, self.at = bucket, 0
         head = bucket[0]
         heappush(queue, (head[0], head[1], head[2], self._next_cb, None))
