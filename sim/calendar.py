@@ -3,8 +3,8 @@
 Once the event heap holds ``near`` entries, an entry due at or after the *horizon* goes in a bucket of 1/``per_s``
 simulated seconds instead of the heap, appended to in O(1). The earliest bucket has a *load* entry in the heap at the
 bucket's start (priority ``LOAD``, before any other entry at that time); when it is popped (``load``), the bucket's
-entries move into the heap and the horizon moves to the bucket's end. Every entry due before the horizon is in the
-heap, so every entry pops in its order: the same order as one heap (tests/sim/test_engine.py).
+entries move into the run (below) and the horizon moves to the bucket's end. Every entry due before the horizon is in
+the heap or the run, so every entry is called in its order: the same order as one heap (tests/sim/test_engine.py).
 
 A loaded bucket does not go into the heap entry by entry: it is sorted (by the entries' keys, as the heap orders them)
 into the *run*, which stands in the heap by one entry, its head's key with ``next`` as its callback (as a delay line's
@@ -12,6 +12,11 @@ head does, sim/engine.py). When it pops, ``next`` calls the head, then the entri
 heap's top (each is then the next event of all; up to ``inline`` of them), and puts the next head in the heap. So
 an entry that waited in a bucket costs its share of one sort, not a push and a pop of a heap of ``near`` entries.
 The next load is due at the horizon, after every entry of the run: a run is done before the next bucket is loaded.
+
+The buckets' width follows the density of events (``_rewidth``): every ``REWIDTH_LOADS`` loads, a mean below
+``fewest`` entries a bucket makes them twice as wide, above ``most`` half as wide. The waiting entries move to the
+buckets of the new width, and a load entry of an earlier width does nothing. Sorting by time alone stays exact: entries
+with the same time were in one bucket before, in the order of their ids, and a new bucket takes them in that order.
 
 It is its own module so that the compiled core (sim/build.py) compiles it: ``push`` is what every per-call path that
 does not inline it (above ``near`` entries: a load test with a million calls in flight) calls for every entry, and
@@ -22,7 +27,7 @@ compiled, a compiled caller calls it without entering the interpreter. The engin
 from __future__ import annotations
 
 from collections.abc import Callable
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 from itertools import count
 from operator import itemgetter
 from typing import Any, Final
@@ -32,6 +37,9 @@ from typing import Any, Final
 NORMAL: Final = 1
 LOAD: Final = -1
 _time = itemgetter(0)  # an entry's time
+REWIDTH_LOADS: Final = 32  # buckets loaded between looks at their mean size (``Calendar.load``)
+MIN_PER_S: Final = 2.0**-8  # the widest and the narrowest buckets: 256 s and 1/65,536 s
+MAX_PER_S: Final = 2.0**16
 
 
 class Calendar:
@@ -39,13 +47,20 @@ class Calendar:
     ``(time, priority, id, fn, arg)``, ids from ``ids``), used once the heap holds ``near`` entries (``math.inf``:
     never); ``env`` holds the clock."""
 
-    def __init__(self, queue: list[Any], ids: count, env: Any, near: float, per_s: float, inline: int) -> None:
+    def __init__(
+        self, queue: list[Any], ids: count, env: Any, near: float, per_s: float, inline: int, fewest: int, most: int
+    ) -> None:
         self.queue = queue
         self.ids = ids
         self.env = env
         self.near = near
         self.per_s = per_s
         self.far = 2.0**52 / per_s  # entries due this late go to the heap (a bucket index must be an exact integer)
+        # the width adapts (``_rewidth``): loaded buckets of fewer than ``fewest`` entries on average, twice as wide;
+        # of more than ``most``, half as wide
+        self.fewest, self.most = fewest, most
+        self.widths = 0  # width changes so far: a load entry of an earlier width does nothing
+        self._loaded = self._entries = 0  # buckets loaded, and their entries, since the last change
         self.horizon = 0.0
         self.buckets: dict[int, list[Any]] = {}
         self.bucket_heap: list[int] = []  # the indices of the buckets that hold entries
@@ -73,13 +88,23 @@ class Calendar:
         self.buckets[b] = [entry]
         buckets = self.bucket_heap
         heappush(buckets, b)
-        if buckets[0] == b:  # the earliest bucket: its load entry, at its start (or now, if the clock is past it)
-            heappush(queue, (max(b / self.per_s, self.env._now), LOAD, 0, self._load_cb, b))
+        if buckets[0] == b:  # the earliest bucket: its load entry
+            self._load_at(b)
 
-    def load(self, b: int) -> None:
+    def _load_at(self, b: int) -> None:
+        """Bucket ``b``'s load entry, at its start (or at the horizon or now, if later: a bucket of a new width may
+        start before either)."""
+        at = max(b / self.per_s, self.horizon, self.env._now)
+        heappush(self.queue, (at, LOAD, 0, self._load_cb, (self.widths, b)))
+
+    def load(self, key: tuple[int, int]) -> None:
         """A load entry: move bucket ``b`` into the heap (its entries are due before anything else left there) and put
-        the next bucket's load entry in the heap (a second one for a bucket that has one does nothing)."""
+        the next bucket's load entry in the heap (a second one for a bucket that has one, or one of an earlier width,
+        does nothing)."""
         self.loads += 1
+        widths, b = key
+        if widths != self.widths:
+            return
         bucket = self.buckets.pop(b, None)
         if bucket is None:
             return
@@ -92,8 +117,40 @@ class Calendar:
         head = bucket[0]
         heappush(queue, (head[0], head[1], head[2], self._next_cb, None))
         self.horizon = (b + 1) / self.per_s
-        if buckets:
-            heappush(queue, (buckets[0] / self.per_s, LOAD, 0, self._load_cb, buckets[0]))
+        self._loaded += 1
+        self._entries += len(bucket)
+        if self._loaded == REWIDTH_LOADS:
+            mean = self._entries / REWIDTH_LOADS
+            self._loaded = self._entries = 0
+            if mean < self.fewest and self.per_s > MIN_PER_S:
+                self._rewidth(self.per_s / 2)
+            elif mean > self.most and self.per_s < MAX_PER_S:
+                self._rewidth(self.per_s * 2)
+        if self.bucket_heap:  # (a new one, if the width changed)
+            self._load_at(self.bucket_heap[0])
+
+    def _rewidth(self, per_s: float) -> None:
+        """Buckets of 1/``per_s`` seconds from now on: every waiting entry moves to the bucket of the new width that
+        holds its time (or to the heap, past the new ``far``). An entry keeps its place among those of its new
+        bucket with its time (they were in one bucket before: the same time, the same bucket), so a bucket's
+        entries are still in the order of their ids where times tie."""
+        self.per_s, self.far, self.widths = per_s, 2.0**52 / per_s, self.widths + 1
+        old, self.buckets, self.bucket_heap = self.buckets, {}, []
+        buckets, queue = self.buckets, self.queue
+        for b in sorted(old):
+            for entry in old[b]:
+                t = entry[0]
+                if t >= self.far:
+                    heappush(queue, entry)
+                    continue
+                nb = int(t * per_s)
+                bucket = buckets.get(nb)
+                if bucket is None:
+                    buckets[nb] = [entry]
+                    self.bucket_heap.append(nb)
+                else:
+                    bucket.append(entry)
+        heapify(self.bucket_heap)
 
     def next(self, _arg: None) -> None:
         """The run's head popped (the clock is at it): call it, then the entries after it due before the heap's top,

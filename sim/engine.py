@@ -139,7 +139,7 @@ class Sim:
         if not (per_s > 0 and math.frexp(per_s)[0] == 0.5):
             raise ValueError(f"BUCKETS_PER_S must be a power of two (bucket bounds exact), got {BUCKETS_PER_S}")
         near = NEAR if calendar else math.inf
-        self._calendar = Calendar(self._queue, self._eid, self.env, near, per_s, INLINE)
+        self._calendar = Calendar(self._queue, self._eid, self.env, near, per_s, INLINE, BUCKET_FEWEST, BUCKET_MOST)
         # call_at(t, fn, arg): call fn(arg) at absolute time t (not before now: the per-call paths guarantee it)
         self.call_at: Callable[..., None] = self._calendar.push
         # for hot paths that inline call_at: while the heap holds fewer than ``direct`` entries, call_at(t, fn, arg)
@@ -376,8 +376,11 @@ def _step(event: Any) -> None:
         raise exc
 
 
-NEAR = 8192  # heap entries below which call_at pushes to the heap directly (read by Sim()): below, a heap is faster
-BUCKETS_PER_S = 256.0  # the calendar's buckets per simulated second (a power of two: bucket bounds are exact)
+NEAR = 16  # heap entries below which call_at pushes to the heap directly (read by Sim()): below, a heap is faster
+BUCKETS_PER_S = 256.0  # the calendar's first buckets per simulated second (a power of two: bucket bounds are exact)
+# the mean entries of a loaded bucket below which the calendar's buckets get twice as wide, and above which half as wide
+BUCKET_FEWEST = 128
+BUCKET_MOST = 2048
 # the collector's thresholds during a run: a young collection every 100,000 allocations (Python's default: 700), a
 # full one after 50 × 20 of them; what cyclic garbage a run makes is still collected, in fewer passes
 GC_THRESHOLDS = (100_000, 50, 20)

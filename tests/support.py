@@ -385,13 +385,23 @@ SWITCHES = [(calendar, lines) for calendar in (True, False) for lines in (True, 
 
 
 def schedule_run(
-    seed: int, calendar: bool, lines: bool, near: int, per_s: float, grid: float, burst: int, inline: int = 64
+    seed: int,
+    calendar: bool,
+    lines: bool,
+    near: int,
+    per_s: float,
+    grid: float,
+    burst: int,
+    inline: int = 64,
+    widths: tuple[int, int] = (128, 2048),
 ) -> list:
     """A random schedule driven from callbacks: call_at and call_in at times on a grid of ``grid`` seconds (ties are
     common), pushes into two delay lines, SimPy timeouts of a process, handles
     cancelled before or after they ran, and a stop; the calendar engages once ``near`` entries wait. Returns every
     execution as (time, tag), and the run's events count."""
-    engine.NEAR, engine.BUCKETS_PER_S, engine.INLINE = near, per_s, inline  # (the caller restores them)
+    # (the caller restores them)
+    engine.NEAR, engine.BUCKETS_PER_S, engine.INLINE = near, per_s, inline
+    engine.BUCKET_FEWEST, engine.BUCKET_MOST = widths
     rng = random.Random(seed)
     sim, seen = Sim(calendar=calendar, delay_lines=lines), []
     shared, other = sim.line(3 * grid), sim.line(0.5)
@@ -417,7 +427,7 @@ def schedule_run(
                 handles.pop(rng.randrange(len(handles))).cancel()  # due yet or not, or already run
 
     def process():
-        while True:
+        while len(seen) < 6000:  # (bounded: a schedule that lost its stop ends, and differs)
             yield sim.env.timeout(grid * rng.randint(0, 8))
             seen.append((sim.now, "process"))
 

@@ -143,16 +143,20 @@ def test_a_delay_line_runs_its_items_in_the_order_heap_entries_would(seed):
     grid=st.sampled_from([1 / 1024, 1 / 256, 0.1, 0.25, 1.0]),
     burst=st.integers(1, 1500),
     inline=st.sampled_from([0, 1, 64]),
+    widths=st.sampled_from([(128, 2048), (0, 10**9), (4, 16), (16, 2), (1, 1)]),
 )
-def test_every_switch_and_constant_gives_the_same_events_in_the_same_order(seed, near, log2_per_s, grid, burst, inline):
-    # The calendar and the delay lines on or off, NEAR, BUCKETS_PER_S and INLINE anything: the same executions, at the
-    # same times, in the same order, the same events count. (burst > near: the calendar engages.)
-    saved = engine.NEAR, engine.BUCKETS_PER_S, engine.INLINE
+def test_every_switch_and_constant_gives_the_same_events_in_the_same_order(
+    seed, near, log2_per_s, grid, burst, inline, widths
+):
+    # The calendar and the delay lines on or off, NEAR, BUCKETS_PER_S, INLINE and the bounds at which the buckets'
+    # width changes anything (widening, narrowing, both by turns): the same executions, at the same times, in the same
+    # order, the same events count. (burst > near: the calendar engages.)
+    saved = engine.NEAR, engine.BUCKETS_PER_S, engine.INLINE, engine.BUCKET_FEWEST, engine.BUCKET_MOST
     try:
-        runs = [schedule_run(seed, cal, ln, near, 2.0**log2_per_s, grid, burst, inline) for cal, ln in SWITCHES]
+        runs = [schedule_run(seed, cal, ln, near, 2.0**log2_per_s, grid, burst, inline, widths) for cal, ln in SWITCHES]
         reference = schedule_run(seed, False, False, 10**9, 256.0, grid, burst)  # one heap, nothing else
     finally:
-        engine.NEAR, engine.BUCKETS_PER_S, engine.INLINE = saved
+        engine.NEAR, engine.BUCKETS_PER_S, engine.INLINE, engine.BUCKET_FEWEST, engine.BUCKET_MOST = saved
     assert len(reference) > burst
     for run in runs:
         assert run == reference
