@@ -239,6 +239,7 @@ class Sim:
                 if budget is not None:  # the entries popped and those a line or the calendar's run called itself
                     spent = processed + self._inlined + calendar.inlined - inline
                     if budget.over(spent):
+                        calendar.inline = 0  # the sample names each event of the run's, popped one by one
                         raise budget.exceeded(spent, env._now, _sample(env, queue, SAMPLE))
         finally:
             gc.set_threshold(*thresholds)
