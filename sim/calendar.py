@@ -98,9 +98,9 @@ class Calendar:
         heappush(self.queue, (at, LOAD, 0, self._load_cb, (self.widths, b)))
 
     def load(self, key: tuple[int, int]) -> None:
-        """A load entry: move bucket ``b`` into the heap (its entries are due before anything else left there) and put
-        the next bucket's load entry in the heap (a second one for a bucket that has one, or one of an earlier width,
-        does nothing)."""
+        """A load entry: sort bucket ``b`` into the run, its head in the heap (its entries are due before anything
+        else left in the buckets), and put the next bucket's load entry in the heap (a second one for a bucket that
+        has one, or one of an earlier width, does nothing)."""
         self.loads += 1
         widths, b = key
         if widths != self.widths:
