@@ -157,7 +157,7 @@ class Calendar:
         up to ``inline`` of them, and put the next head in the heap."""
         run, queue, env = self.run, self.queue, self.env
         at = self.at
-        entry = run[at]
+        entry: tuple[Any, ...] = run[at]  # (a tuple: compiled, its items read directly)
         at += 1
         self.at = at
         entry[3](entry[4])
