@@ -29,8 +29,9 @@ Time = Any
 class CallLog:
     """Columns of the per-input records; an input's id is its row while it is out.
 
-    Dense columns are appended once per row (times not yet known are NaN); what most inputs share is kept sparse (an
-    input's items when not 1, its failure kind, its attempts when retried). ``close(call)`` is told when an input is
+    Dense columns are appended once per row (times not yet known are NaN), its tries too (1 until retried: a retry
+    storm retries every call out, so a dict of them held a key per call out); what most inputs share is kept sparse
+    (an input's items when not 1, its failure kind). ``close(call)`` is told when an input is
     back for good: its row is folded into ``summary`` and, unless ``keep``, reset (in bulk, with the rows folded with
     it) and reused by a later input.
     """
@@ -47,7 +48,7 @@ class CallLog:
         self.initial = bytearray()  # 1: in flight at the start (issued while ``starting``)
         self.items: dict[int, int] = {}  # calls carried by a batched input (absent: 1)
         self.kind: dict[int, str] = {}  # rejection or failure kind (absent: success)
-        self.attempts: dict[int, int] = {}  # tries (absent: 1)
+        self.attempts = array("q")  # tries (1: the first)
         self.starting = False  # the load is issuing the calls in flight at the start
         self.keep = keep
         self.summary = CallSummary(window)
@@ -81,6 +82,7 @@ class CallLog:
         self.started.append(NAN)
         self.finished.append(NAN)
         self.initial.append(self.starting)
+        self.attempts.append(1)
         return call
 
     def extend(self, issued: np.ndarray, work: np.ndarray, started: np.ndarray, finished: np.ndarray) -> None:
@@ -108,6 +110,7 @@ class CallLog:
         kept = len(issued) if self.keep else len(issued) - n
         self.client.frombytes(bytes(8 * kept))
         self.initial.extend(bytes(kept))
+        self.attempts.frombytes(np.ones(kept, dtype=np.int64).tobytes())
 
     def discard(self, call: int, now: float) -> None:
         """The Function is done with the orphan ``call`` (``orphans``): kept records hold it as an input of kind
@@ -120,7 +123,8 @@ class CallLog:
         self.started[call] = NAN
         self.finished[call] = NAN
         self.initial[call] = 0
-        for sparse in (self.items, self.kind, self.attempts):
+        self.attempts[call] = 1
+        for sparse in (self.items, self.kind):
             sparse.pop(call, None)
         self._free.append(call)
 
@@ -142,7 +146,7 @@ class CallLog:
                 "ok": np.array([not k for k in kinds], dtype=bool) if kinds else np.ones(len(rows), dtype=bool),
                 "kind": np.array(kinds, dtype=object) if kinds else np.full(len(rows), "", dtype=object),
                 "items": _taken(self.items, rows, take),
-                "attempts": _taken(self.attempts, rows, take),
+                "attempts": np.frombuffer(self.attempts, dtype=np.int64)[at],
                 "initial": np.frombuffer(self.initial, dtype=np.int8)[at].astype(bool),
             }
         )
@@ -151,6 +155,7 @@ class CallLog:
             np.frombuffer(self.started, dtype=float)[at] = NAN
             np.frombuffer(self.finished, dtype=float)[at] = NAN
             np.frombuffer(self.initial, dtype=np.int8)[at] = 0
+            np.frombuffer(self.attempts, dtype=np.int64)[at] = 1
             self._free.extend(rows)
 
     def close_out(self) -> CallSummary:
@@ -166,7 +171,7 @@ class CallLog:
 
     def release(self) -> None:
         """Free the rows (the summary holds what they said): for a log whose inputs are all back and folded."""
-        for column in (self.client, self.work, self.issued, self.started, self.finished, self.initial):
+        for column in (self.client, self.work, self.issued, self.started, self.finished, self.initial, self.attempts):
             del column[:]
         self._free.clear()
 
@@ -188,7 +193,7 @@ class CallLog:
             "started": np.array(self.started, dtype=float),
             "finished": np.array(self.finished, dtype=float),
             "kind": _dense(self.kind, n, "", object),
-            "attempts": _dense(self.attempts, n, 1, np.int64),
+            "attempts": np.array(self.attempts, dtype=np.int64),
         }
 
 

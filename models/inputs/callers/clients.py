@@ -226,7 +226,7 @@ class Load:
         """A map call's input was rejected; the client tries it again after ``delay``
         (models/inputs/callers/mapcall.py)."""
         self.rejections[kind] = self.rejections.get(kind, 0) + 1
-        self.log.attempts[call] = self.log.attempts.get(call, 1) + 1
+        self.log.attempts[call] += 1
         self.lost[kind] = self.lost.get(kind, 0.0) + self._windowed(delay)
 
     def _rejected(self, call: int, kind: str) -> None:
@@ -235,7 +235,7 @@ class Load:
         if self.timeouts is not None and not self.timeouts.heard(call):
             return  # an abandoned input rejected as it arrives: nobody hears of it
         log = self.log
-        attempt = log.attempts.get(call, 1)
+        attempt = log.attempts[call]
         now = self.env._now
         delay = self.retries.after(self._client[call], kind, attempt, log.issued[call], now)
         if delay is None:

@@ -153,6 +153,5 @@ class Timeouts:
         again = log.new(log.client[call], log.issued[call], log.work[call])
         if log.initial[call]:
             log.initial[again] = 1
-        if call in log.attempts:
-            log.attempts[again] = log.attempts[call]
+        log.attempts[again] = log.attempts[call]
         self._expired(again, "timeout")
