@@ -159,6 +159,7 @@ class Calendar:
         run, queue, env = self.run, self.queue, self.env
         at = self.at
         entry: tuple[Any, ...] = run[at]  # (a tuple: compiled, its items read directly)
+        run[at] = None  # (freed once called: its memory is reused while it is in the cache, not a bucket later)
         at += 1
         self.at = at
         entry[3](entry[4])
@@ -169,6 +170,7 @@ class Calendar:
             entry = run[at]
             if not entry < queue[0]:
                 break
+            run[at] = None
             at += 1
             self.at = at
             env._now = entry[0]
