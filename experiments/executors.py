@@ -90,7 +90,9 @@ def dask_client(executor: str, jobs: int) -> Any:
                     # no dashboard, and the scheduler's own HTTP routes on a free port: on 8787 a second cluster
                     # (another sweep on the machine) warned that the port was in use
                     scheduler_kwargs={"dashboard_address": ":0"},
-                    silence_logs=logging.ERROR,
+                    # its scheduler's and workers' logs too: a worker whose heartbeat meets the scheduler closing
+                    # (the cluster's own shutdown, at the sweep's end) logged that error with a traceback
+                    silence_logs=logging.CRITICAL,
                 )
             return Client(cluster, set_as_default=False)
         except BaseException:
