@@ -136,7 +136,9 @@ def read(path: Path) -> Trace:
 
     data = io.BytesIO(files.read_bytes(tf, "a trace's Parquet table", files.TRACE_CAP))
     try:
-        table = pd.read_parquet(data)
+        # on this thread: Arrow's pools of threads, once started, may abort the process as it exits
+        # (apache/arrow#34314: "terminate called without an active exception", seen once in CI on calibration.fit)
+        table = pd.read_parquet(data, use_threads=False, pre_buffer=False)
     except Exception as e:  # pyarrow raises several kinds on a file that is not Parquet
         raise ScenarioError(f"{tf}: not a Parquet table ({type(e).__name__})") from None
     table = _conform(tf, manifest, table)
