@@ -76,12 +76,12 @@ class Calendar:
         """Call ``fn(arg)`` at absolute time ``t`` (not before now: the per-call paths guarantee it): ``Sim.call_at``.
         ``t`` is the caller's float, put in the entry as it is (typed Any: compiled, not unboxed and boxed again)."""
         queue = self.queue
-        at: float = t  # its value as a machine double: compared and scaled below without objects
-        if len(queue) < self.near or at < self.horizon or at >= self.far:
+        due: float = t  # its value as a machine double: compared and scaled below without objects
+        if len(queue) < self.near or due < self.horizon or due >= self.far:
             heappush(queue, (t, NORMAL, next(self.ids), fn, arg))
             return
         entry = (t, NORMAL, next(self.ids), fn, arg)
-        b = int(at * self.per_s)
+        b = int(due * self.per_s)
         bucket = self.buckets.get(b)
         if bucket is not None:
             bucket.append(entry)

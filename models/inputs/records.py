@@ -29,11 +29,10 @@ Time = Any
 class CallLog:
     """Columns of the per-input records; an input's id is its row while it is out.
 
-    Dense columns are appended once per row (times not yet known are NaN), its tries too (1 until retried: a retry
-    storm retries every call out, so a dict of them held a key per call out); what most inputs share is kept sparse
-    (an input's items when not 1, its failure kind). ``close(call)`` is told when an input is
-    back for good: its row is folded into ``summary`` and, unless ``keep``, reset (in bulk, with the rows folded with
-    it) and reused by a later input.
+    Dense columns are appended once per row (times not yet known are NaN; tries 1 until retried, dense because a
+    retry storm retries every call out); what most inputs share is kept sparse (an input's items when not 1, its
+    failure kind). ``close(call)`` is told when an input is back for good: its row is folded into ``summary`` and,
+    unless ``keep``, reset (in bulk, with the rows folded with it) and reused by a later input.
     """
 
     CHUNK: ClassVar[int] = 1 << 15  # rows folded into the summary at a time
