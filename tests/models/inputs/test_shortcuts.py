@@ -192,11 +192,14 @@ def run(sc: loadtest.Scenario, shortcuts: str, seed: int) -> dict:
 
 
 def rows(frame: pd.DataFrame, ordered: bool) -> pd.DataFrame:
-    """The records, in the order they were made, or by client and issue time: parts make them on several clocks,
-    round trips make the next call at its arrival (with varying legs a later trip may arrive first)."""
+    """The records, in the order they were made, or as a multiset (sorted by client and issue time, then by every
+    other column, so that rows alike in those are in one order both ways): parts make them on several clocks, round
+    trips make the next call at its arrival (with varying legs a later trip may arrive first; two calls made at one
+    instant may take each other's rows)."""
     if ordered:
         return frame.reset_index(drop=True)
-    keys = [c for c in ("client", "issued", "work", "started", "finished") if c in frame]
+    first = [c for c in ("client", "issued", "work", "started", "finished") if c in frame]
+    keys = first + [c for c in frame.columns if c not in first]
     return frame.sort_values(keys, kind="stable").reset_index(drop=True)
 
 
