@@ -6,11 +6,14 @@ bucket's start (priority ``LOAD``, before any other entry at that time); when it
 entries move into the run (below) and the horizon moves to the bucket's end. Every entry due before the horizon is in
 the heap or the run, so every entry is called in its order: the same order as one heap (tests/sim/test_engine.py).
 
-A loaded bucket does not go into the heap entry by entry: it is sorted (by the entries' keys, as the heap orders them)
-into the *run*, which stands in the heap by one entry, its head's key with ``next`` as its callback (as a delay line's
-head does, sim/engine.py). When it pops, ``next`` calls the head, then the entries after it that are due before the
-heap's top (each is then the next event of all; up to ``inline`` of them), and puts the next head in the heap. So
-an entry that waited in a bucket costs its share of one sort, not a push and a pop of a heap of ``near`` entries.
+A loaded bucket does not go into the heap entry by entry: it is sorted (by the entries' keys, as the heap orders
+them) into the *run*, which stands in the heap by one entry, its head's key with ``next`` as its callback (as a delay
+line's head does, sim/engine.py). When it pops, ``next`` calls the head, then the entries after it that are due
+before the heap's top (each is then the next event of all; up to ``inline`` of them), and puts the next head in the
+heap. So an entry that waited in a bucket costs its share of one sort, not a push and a pop of a heap of ``near``
+entries. A bucket keeps its entries column by column (``Bucket``: times, ids, callbacks, arguments), not as a tuple
+each: with 800,000 calls in flight a tuple an entry is 800,000 objects made, read cold by the sort and the run seconds
+later, and freed cold.
 The next load is due at the horizon, after every entry of the run: a run is done before the next bucket is loaded.
 
 The buckets' width follows the density of events (``_rewidth``): every ``REWIDTH_LOADS`` loads, a mean below
@@ -26,20 +29,36 @@ compiled, a compiled caller calls it without entering the interpreter. The engin
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from heapq import heapify, heappop, heappush
 from itertools import count
-from operator import itemgetter
 from typing import Any, Final
 
 # SimPy's NORMAL event priority (sim/engine.py checks it), and a load entry's: before SimPy's URGENT (0) and NORMAL
 # at the same time (Final: inlined where compiled)
 NORMAL: Final = 1
 LOAD: Final = -1
-_time = itemgetter(0)  # an entry's time
 REWIDTH_LOADS: Final = 32  # buckets loaded between looks at their mean size (``Calendar.load``)
 MIN_PER_S: Final = 2.0**-8  # the widest and the narrowest buckets: 256 s and 1/65,536 s
 MAX_PER_S: Final = 2.0**16
+RAW: Final = object()  # an entry's argument is the int in the bucket's ``ints`` column
+
+
+class Bucket:
+    """One bucket's entries, column by column, in the order they were pushed (the order of their ids): each entry's
+    key ``(time, NORMAL, id)`` and its call ``fn(arg)``."""
+
+    def __init__(self) -> None:
+        self.times: list[Any] = []  # the callers' times, as they gave them
+        self.ids = array("q")  # the entries' ids, as machine integers
+        self.add_id = self.ids.append
+        self.fns: list[Any] = []
+        self.args: list[Any] = []  # (RAW: the int in ``ints``)
+        # an argument that is an int (a call's row): as a machine integer, not the object, which by its entry's
+        # turn is cold (a fresh one is made to call it with, equal to it)
+        self.ints = array("q")
+        self.add_int = self.ints.append
 
 
 class Calendar:
@@ -62,11 +81,13 @@ class Calendar:
         self.widths = 0  # width changes so far: a load entry of an earlier width does nothing
         self._loaded = self._entries = 0  # buckets loaded, and their entries, since the last change
         self.horizon = 0.0
-        self.buckets: dict[int, list[Any]] = {}
+        self.buckets: dict[int, Bucket] = {}
         self.bucket_heap: list[int] = []  # the indices of the buckets that hold entries
         self.loads = 0  # load entries popped (not events of the model)
         self._load_cb = self.load
-        self.run: list[Any] = []  # the loaded bucket, sorted; its entries from ``at`` on are still to come
+        # the loaded bucket, and its entries' positions in the order of their keys; from ``at`` on still to come
+        self.run = Bucket()
+        self.order: list[int] = []
         self.at = 0
         self.inline = inline  # run entries ``next`` calls after the head, at most, before the next goes in the heap
         self.inlined = 0  # run entries called by ``next`` itself, not popped (events of the model all the same)
@@ -74,23 +95,35 @@ class Calendar:
 
     def push(self, t: Any, fn: Callable[[Any], Any], arg: Any = None) -> None:
         """Call ``fn(arg)`` at absolute time ``t`` (not before now: the per-call paths guarantee it): ``Sim.call_at``.
-        ``t`` is the caller's float, put in the entry as it is (typed Any: compiled, not unboxed and boxed again)."""
+        ``t`` is the caller's float (typed Any: compiled, not unboxed and boxed again): a time of another type (an
+        int, a numpy number) goes in the heap, as the caller's object, so that the clock takes it as it was given."""
         queue = self.queue
         due: float = t  # its value as a machine double: compared and scaled below without objects
         if len(queue) < self.near or due < self.horizon or due >= self.far:
             heappush(queue, (t, NORMAL, next(self.ids), fn, arg))
             return
-        entry = (t, NORMAL, next(self.ids), fn, arg)
         b = int(due * self.per_s)
         bucket = self.buckets.get(b)
-        if bucket is not None:
-            bucket.append(entry)
-            return
-        self.buckets[b] = [entry]
-        buckets = self.bucket_heap
-        heappush(buckets, b)
-        if buckets[0] == b:  # the earliest bucket: its load entry
-            self._load_at(b)
+        if bucket is None:
+            bucket = self.buckets[b] = Bucket()
+            buckets = self.bucket_heap
+            heappush(buckets, b)
+            if buckets[0] == b:  # the earliest bucket: its load entry
+                self._load_at(b)
+        bucket.times.append(t)
+        bucket.add_id(next(self.ids))
+        bucket.fns.append(fn)
+        if type(arg) is int:
+            try:
+                bucket.add_int(arg)
+            except OverflowError:  # past 64 bits: kept as the object
+                bucket.add_int(0)
+                bucket.args.append(arg)
+            else:
+                bucket.args.append(RAW)
+        else:
+            bucket.add_int(0)
+            bucket.args.append(arg)
 
     def _load_at(self, b: int) -> None:
         """Bucket ``b``'s load entry, at its start (or at the horizon or now, if later: a bucket of a new width may
@@ -111,15 +144,16 @@ class Calendar:
             return
         buckets, queue = self.bucket_heap, self.queue
         heappop(buckets)  # b: an earlier bucket's load entry would have popped before this one
-        # by (time, priority, id): every entry in a bucket is NORMAL and was appended in the order of its id, so a
-        # stable sort by time alone is that order (and 3× faster: float keys, not tuples, compared)
-        bucket.sort(key=_time)
-        self.run, self.at = bucket, 0
-        head = bucket[0]
-        heappush(queue, (head[0], head[1], head[2], self._next_cb, None))
+        # by (time, priority, id): every entry in a bucket is NORMAL and was pushed in the order of its id, so a
+        # stable sort by time alone is that order (float keys, not tuples, compared)
+        times = bucket.times
+        order = sorted(range(len(times)), key=times.__getitem__)
+        self.run, self.order, self.at = bucket, order, 0
+        head = order[0]
+        heappush(queue, (times[head], NORMAL, bucket.ids[head], self._next_cb, None))
         self.horizon = (b + 1) / self.per_s
         self._loaded += 1
-        self._entries += len(bucket)
+        self._entries += len(order)
         if self._loaded == REWIDTH_LOADS:
             mean = self._entries / REWIDTH_LOADS
             self._loaded = self._entries = 0
@@ -139,43 +173,69 @@ class Calendar:
         old, self.buckets, self.bucket_heap = self.buckets, {}, []
         buckets, queue = self.buckets, self.queue
         for b in sorted(old):
-            for entry in old[b]:
-                t = entry[0]
-                if t >= self.far:
-                    heappush(queue, entry)
+            moved = old[b]
+            for i in range(len(moved.times)):
+                t = moved.times[i]
+                due: float = t
+                if due >= self.far:
+                    arg = moved.args[i]
+                    heappush(queue, (t, NORMAL, moved.ids[i], moved.fns[i], moved.ints[i] if arg is RAW else arg))
                     continue
-                nb = int(t * per_s)
+                nb = int(due * per_s)
                 bucket = buckets.get(nb)
                 if bucket is None:
-                    buckets[nb] = [entry]
+                    bucket = buckets[nb] = Bucket()
                     self.bucket_heap.append(nb)
-                else:
-                    bucket.append(entry)
+                bucket.times.append(t)
+                bucket.add_id(moved.ids[i])
+                bucket.fns.append(moved.fns[i])
+                bucket.args.append(moved.args[i])
+                bucket.add_int(moved.ints[i])
         heapify(self.bucket_heap)
 
     def next(self, _arg: None) -> None:
         """The run's head popped (the clock is at it): call it, then the entries after it due before the heap's top,
-        up to ``inline`` of them, and put the next head in the heap."""
-        run, queue, env = self.run, self.queue, self.env
+        up to ``inline`` of them, and put the next head in the heap. Each entry is let go of once called (its
+        memory is reused while it is in the cache, not a bucket later)."""
+        run, order, queue, env = self.run, self.order, self.queue, self.env
+        times, fns, args = run.times, run.fns, run.args
         at = self.at
-        entry: tuple[Any, ...] = run[at]  # (a tuple: compiled, its items read directly)
-        run[at] = None  # (freed once called: its memory is reused while it is in the cache, not a bucket later)
+        i = order[at]
+        fn, arg = fns[i], args[i]
+        if arg is RAW:
+            arg = run.ints[i]
+        times[i] = fns[i] = args[i] = None
         at += 1
         self.at = at
-        entry[3](entry[4])
-        n = len(run)
+        fn(arg)
+        n = len(order)
         for _ in range(self.inline):
             if at >= n:
                 return
-            entry = run[at]
-            if not entry < queue[0]:
+            i = order[at]
+            t = times[i]
+            due: float = t
+            top: tuple[Any, ...] = queue[0]
+            first: float = top[0]
+            if due > first:
                 break
-            run[at] = None
+            if due == first:  # a tie: by priority, then id, as the entry's key (t, NORMAL, id) compares with the top's
+                priority = top[1]
+                if priority < NORMAL or (priority == NORMAL and run.ids[i] > top[2]):
+                    break
+            fn, arg = fns[i], args[i]
+            if arg is RAW:
+                arg = run.ints[i]
+            times[i] = fns[i] = args[i] = None
             at += 1
             self.at = at
-            env._now = entry[0]
+            env._now = t
             self.inlined += 1
-            entry[3](entry[4])
+            fn(arg)
         if at < n:
-            entry = run[at]
-            heappush(queue, (entry[0], entry[1], entry[2], self._next_cb, None))
+            i = order[at]
+            heappush(queue, (times[i], NORMAL, run.ids[i], self._next_cb, None))
+
+    def head(self) -> Any:
+        """What the run's head calls (None once the run is done): the callback its entry in the heap stands for."""
+        return self.run.fns[self.order[self.at]] if self.at < len(self.order) else None

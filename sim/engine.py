@@ -352,8 +352,8 @@ def _name(fn: Callable[[Any], Any], arg: Any) -> str:
     if isinstance(owner, DelayLine) and owner._fns:
         fn = owner._fns[0]
         owner = getattr(fn, "__self__", None)
-    elif isinstance(owner, Calendar) and owner.at < len(owner.run):  # the calendar's run: its head's callback
-        fn = owner.run[owner.at][3]
+    elif isinstance(owner, Calendar) and owner.head() is not None:  # the calendar's run: its head's callback
+        fn = owner.head()
         owner = getattr(fn, "__self__", None)
     name = getattr(fn, "__name__", "")
     if owner is not None and not hasattr(getattr(fn, "__func__", fn), "__code__"):

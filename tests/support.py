@@ -395,8 +395,8 @@ def schedule_run(
     inline: int = 64,
     widths: tuple[int, int] = (128, 2048),
 ) -> list:
-    """A random schedule driven from callbacks: call_at and call_in at times on a grid of ``grid`` seconds (ties are
-    common), pushes into two delay lines, SimPy timeouts of a process, handles
+    """A random schedule driven from callbacks, whose arguments are strings and ints: call_at and call_in at times on
+    a grid of ``grid`` seconds (ties are common), pushes into two delay lines, SimPy timeouts of a process, handles
     cancelled before or after they ran, and a stop; the calendar engages once ``near`` entries wait. Returns every
     execution as (time, tag), and the run's events count."""
     # (the caller restores them)
@@ -412,7 +412,9 @@ def schedule_run(
         if len(seen) > 4000:
             return
         for k in range(rng.choice([0, 1, 1, 2, 3])):
-            child, what = f"{tag}.{k}", rng.random()
+            # a tag, or an int (a row, as the load tests pass; or past 64 bits), which the calendar keeps raw
+            ints = rng.randint(0, 10**6), rng.randint(-(2**70), 2**70)
+            child, what = rng.choice((f"{tag}.{k}", f"{tag}.{k}", *ints)), rng.random()
             if what < 0.2:
                 sim.call_in(grid * rng.randint(0, 40), fire, child)
             elif what < 0.35:
