@@ -95,8 +95,7 @@ class Calendar:
 
     def push(self, t: Any, fn: Callable[[Any], Any], arg: Any = None) -> None:
         """Call ``fn(arg)`` at absolute time ``t`` (not before now: the per-call paths guarantee it): ``Sim.call_at``.
-        ``t`` is the caller's float (typed Any: compiled, not unboxed and boxed again): a time of another type (an
-        int, a numpy number) goes in the heap, as the caller's object, so that the clock takes it as it was given."""
+        ``t`` is the caller's float, kept as it is (typed Any: compiled, not unboxed and boxed again)."""
         queue = self.queue
         due: float = t  # its value as a machine double: compared and scaled below without objects
         if len(queue) < self.near or due < self.horizon or due >= self.far:
